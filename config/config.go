@@ -1,0 +1,121 @@
+package config
+
+import "time"
+
+// Config is the gateway's whole configuration. Each leaf carries its key
+// (koanf tag) and a one-line description (doc tag) used by --print-config,
+// the flag set and the README reference table.
+type Config struct {
+	Listen        string        `koanf:"listen" doc:"Address the gateway listens on (host:port)."`
+	ShutdownGrace time.Duration `koanf:"shutdown_grace" doc:"How long in-flight requests may run after SIGTERM before the process exits."`
+	Workers       []Worker      `koanf:"workers" doc:"Engine workers behind the gateway."`
+	Routing       Routing       `koanf:"routing"`
+	Telemetry     Telemetry     `koanf:"telemetry"`
+	Health        Health        `koanf:"health"`
+	Breaker       Breaker       `koanf:"breaker"`
+	Retry         Retry         `koanf:"retry"`
+	Upstream      Upstream      `koanf:"upstream"`
+	Limits        Limits        `koanf:"limits"`
+	Log           Log           `koanf:"log"`
+}
+
+// Worker is one engine endpoint from the config file.
+type Worker struct {
+	ID         string   `koanf:"id" doc:"Unique, stable worker id (used in metrics and decisions)."`
+	URL        string   `koanf:"url" doc:"Base URL of the worker's OpenAI-compatible HTTP server."`
+	Models     []string `koanf:"models" doc:"Models the worker serves; empty = learned from its /v1/models."`
+	Engine     string   `koanf:"engine" doc:"Telemetry format to read: vllm, sglang or auto."`
+	MaxRunning int      `koanf:"max_running" doc:"Batch capacity hint used when telemetry reports none (vLLM never does)."`
+	DPRanks    int      `koanf:"dp_ranks" doc:"Data-parallel ranks the worker reports; telemetry is complete only when all report."`
+}
+
+// Routing selects the policy that picks a worker for each request.
+type Routing struct {
+	Policy            string `koanf:"policy" doc:"Routing policy: round_robin, random or least_load."`
+	Seed              int64  `koanf:"seed" doc:"Seed of the policies' random source; 0 = seeded from the clock at start."`
+	OutputEstimateCap int    `koanf:"output_estimate_cap" doc:"Cap on the output tokens a request reserves (min(max_tokens, cap))."`
+}
+
+// Telemetry controls how the gateway reads the workers' own load reports.
+type Telemetry struct {
+	Interval time.Duration `koanf:"interval" doc:"How often each worker's load telemetry is polled."`
+	MaxAge   time.Duration `koanf:"max_age" doc:"A sample older than this is stale: routing then fails open and capacity is unknown."`
+	Timeout  time.Duration `koanf:"timeout" doc:"Timeout of one telemetry poll; at most interval."`
+}
+
+// Health controls the active health checks.
+type Health struct {
+	Interval           time.Duration `koanf:"interval" doc:"How often each worker's health endpoint is checked."`
+	Timeout            time.Duration `koanf:"timeout" doc:"Timeout of one health check."`
+	Path               string        `koanf:"path" doc:"Health endpoint path on the worker."`
+	UnhealthyThreshold int           `koanf:"unhealthy_threshold" doc:"Consecutive failed checks that make a worker unhealthy."`
+	HealthyThreshold   int           `koanf:"healthy_threshold" doc:"Consecutive good checks that make an unhealthy worker healthy again."`
+}
+
+// Breaker is the passive circuit breaker each worker has.
+type Breaker struct {
+	FailureThreshold int           `koanf:"failure_threshold" doc:"Consecutive request failures that open a worker's circuit; 0 disables the breaker."`
+	OpenFor          time.Duration `koanf:"open_for" doc:"How long an open circuit rejects traffic before one trial request is let through."`
+}
+
+// Retry bounds how a request is retried before its first byte reaches the client.
+type Retry struct {
+	MaxAttempts int           `koanf:"max_attempts" doc:"Attempts per request including the first; retries re-route with failed workers excluded."`
+	BackoffBase time.Duration `koanf:"backoff_base" doc:"Backoff before the first retry; doubles each retry, with full jitter."`
+	BackoffMax  time.Duration `koanf:"backoff_max" doc:"Upper bound of one retry backoff."`
+}
+
+// Upstream tunes the pooled HTTP transport to the workers.
+type Upstream struct {
+	DialTimeout           time.Duration `koanf:"dial_timeout" doc:"TCP connect timeout to a worker."`
+	ResponseHeaderTimeout time.Duration `koanf:"response_header_timeout" doc:"Longest wait for a worker's response headers (non-streaming engines answer only when done)."`
+	IdleConnsPerWorker    int           `koanf:"idle_conns_per_worker" doc:"Keep-alive connections kept open per worker."`
+	IdleConnTimeout       time.Duration `koanf:"idle_conn_timeout" doc:"How long an idle keep-alive connection is kept."`
+}
+
+// Limits protect the gateway from oversized input.
+type Limits struct {
+	MaxBodyBytes int64 `koanf:"max_body_bytes" doc:"Largest accepted request body; larger gets 413."`
+}
+
+// Log configures the structured logger.
+type Log struct {
+	Level    string `koanf:"level" doc:"Log level: debug, info, warn or error."`
+	Format   string `koanf:"format" doc:"Log format: json or text."`
+	Requests bool   `koanf:"requests" doc:"Log one line per request (id, model, worker, decision, status, duration)."`
+}
+
+// Default returns the configuration used when nothing overrides it.
+func Default() Config {
+	return Config{
+		Listen:        "127.0.0.1:8080",
+		ShutdownGrace: 30 * time.Second,
+		Routing: Routing{
+			Policy:            "least_load",
+			OutputEstimateCap: 1024,
+		},
+		Telemetry: Telemetry{Interval: time.Second, MaxAge: 5 * time.Second, Timeout: time.Second},
+		Health: Health{
+			Interval:           5 * time.Second,
+			Timeout:            2 * time.Second,
+			Path:               "/health",
+			UnhealthyThreshold: 2,
+			HealthyThreshold:   1,
+		},
+		Breaker: Breaker{FailureThreshold: 5, OpenFor: 10 * time.Second},
+		Retry:   Retry{MaxAttempts: 3, BackoffBase: 25 * time.Millisecond, BackoffMax: 500 * time.Millisecond},
+		Upstream: Upstream{
+			DialTimeout:           5 * time.Second,
+			ResponseHeaderTimeout: 10 * time.Minute,
+			IdleConnsPerWorker:    256,
+			IdleConnTimeout:       90 * time.Second,
+		},
+		Limits: Limits{MaxBodyBytes: 32 << 20},
+		Log:    Log{Level: "info", Format: "json", Requests: true},
+	}
+}
+
+// DefaultWorker holds the defaults applied to each entry of workers.
+func DefaultWorker() Worker {
+	return Worker{Engine: "auto", DPRanks: 1}
+}

@@ -1,0 +1,57 @@
+package config
+
+import (
+	"reflect"
+	"strings"
+	"time"
+
+	yamlv3 "go.yaml.in/yaml/v3"
+)
+
+// YAML renders c as a YAML document in the file's own shape: keys as the file
+// spells them, durations as "1s", every key present, so the output of
+// --print-config is itself a valid config file.
+func (c Config) YAML() ([]byte, error) {
+	var b strings.Builder
+	enc := yamlv3.NewEncoder(&b)
+	enc.SetIndent(2)
+	if err := enc.Encode(toNode(reflect.ValueOf(c))); err != nil {
+		return nil, err
+	}
+	if err := enc.Close(); err != nil {
+		return nil, err
+	}
+	return []byte(b.String()), nil
+}
+
+func toNode(v reflect.Value) *yamlv3.Node {
+	switch {
+	case v.Type() == durationType:
+		return &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: v.Interface().(time.Duration).String()}
+	case v.Kind() == reflect.Struct:
+		n := &yamlv3.Node{Kind: yamlv3.MappingNode}
+		for i := range v.NumField() {
+			key := v.Type().Field(i).Tag.Get("koanf")
+			if key == "" {
+				continue
+			}
+			n.Content = append(n.Content,
+				&yamlv3.Node{Kind: yamlv3.ScalarNode, Value: key},
+				toNode(v.Field(i)))
+		}
+		return n
+	case v.Kind() == reflect.Slice:
+		n := &yamlv3.Node{Kind: yamlv3.SequenceNode}
+		if v.Type().Elem().Kind() != reflect.Struct {
+			n.Style = yamlv3.FlowStyle
+		}
+		for i := range v.Len() {
+			n.Content = append(n.Content, toNode(v.Index(i)))
+		}
+		return n
+	default:
+		n := &yamlv3.Node{}
+		_ = n.Encode(v.Interface()) // scalars of basic kinds always encode
+		return n
+	}
+}

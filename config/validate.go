@@ -1,0 +1,168 @@
+package config
+
+import (
+	"fmt"
+	"net"
+	"net/url"
+	"slices"
+	"sort"
+	"strings"
+	"time"
+)
+
+// FieldError is one problem with one key.
+type FieldError struct {
+	Path   string
+	Reason string
+}
+
+func (e FieldError) Error() string { return e.Path + ": " + e.Reason }
+
+// ValidationError carries every problem found, each with its key path.
+type ValidationError struct {
+	Problems []FieldError
+}
+
+func (e *ValidationError) Error() string {
+	lines := make([]string, len(e.Problems))
+	for i, p := range e.Problems {
+		lines[i] = "  " + p.Error()
+	}
+	return fmt.Sprintf("invalid configuration (%d problems):\n%s", len(e.Problems), strings.Join(lines, "\n"))
+}
+
+// Policies are the routing policy names this build knows.
+var Policies = []string{"round_robin", "random", "least_load"}
+
+// Engines are the telemetry formats a worker may speak.
+var Engines = []string{"vllm", "sglang", "auto"}
+
+type problems []FieldError
+
+func (p *problems) add(path, format string, args ...any) {
+	*p = append(*p, FieldError{Path: path, Reason: fmt.Sprintf(format, args...)})
+}
+
+func (p *problems) positive(path string, d time.Duration) {
+	if d <= 0 {
+		p.add(path, "must be a positive duration, got %s", d)
+	}
+}
+
+func (p *problems) atLeast(path string, v, min int) {
+	if v < min {
+		p.add(path, "must be at least %d, got %d", min, v)
+	}
+}
+
+// Validate reports every problem of c at once, or nil.
+func (c *Config) Validate() error {
+	var p problems
+	if _, _, err := net.SplitHostPort(c.Listen); err != nil {
+		p.add("listen", "must be host:port: %v", err)
+	}
+	if c.ShutdownGrace < 0 {
+		p.add("shutdown_grace", "must not be negative, got %s", c.ShutdownGrace)
+	}
+	c.validateWorkers(&p)
+	if !slices.Contains(Policies, c.Routing.Policy) {
+		p.add("routing.policy", "unknown policy %q (want one of %s)", c.Routing.Policy, strings.Join(Policies, ", "))
+	}
+	p.atLeast("routing.output_estimate_cap", c.Routing.OutputEstimateCap, 1)
+	p.positive("telemetry.interval", c.Telemetry.Interval)
+	p.positive("telemetry.max_age", c.Telemetry.MaxAge)
+	p.positive("telemetry.timeout", c.Telemetry.Timeout)
+	if c.Telemetry.Timeout > c.Telemetry.Interval {
+		p.add("telemetry.timeout", "must not exceed telemetry.interval (%s), got %s", c.Telemetry.Interval, c.Telemetry.Timeout)
+	}
+	if c.Telemetry.MaxAge > 0 && c.Telemetry.MaxAge < c.Telemetry.Interval {
+		p.add("telemetry.max_age", "must be at least telemetry.interval (%s), or every sample is stale, got %s", c.Telemetry.Interval, c.Telemetry.MaxAge)
+	}
+	p.positive("health.interval", c.Health.Interval)
+	p.positive("health.timeout", c.Health.Timeout)
+	if !strings.HasPrefix(c.Health.Path, "/") {
+		p.add("health.path", "must start with /, got %q", c.Health.Path)
+	}
+	p.atLeast("health.unhealthy_threshold", c.Health.UnhealthyThreshold, 1)
+	p.atLeast("health.healthy_threshold", c.Health.HealthyThreshold, 1)
+	p.atLeast("breaker.failure_threshold", c.Breaker.FailureThreshold, 0)
+	if c.Breaker.FailureThreshold > 0 {
+		p.positive("breaker.open_for", c.Breaker.OpenFor)
+	}
+	p.atLeast("retry.max_attempts", c.Retry.MaxAttempts, 1)
+	if c.Retry.BackoffBase < 0 {
+		p.add("retry.backoff_base", "must not be negative, got %s", c.Retry.BackoffBase)
+	}
+	if c.Retry.BackoffMax < c.Retry.BackoffBase {
+		p.add("retry.backoff_max", "must be at least retry.backoff_base (%s), got %s", c.Retry.BackoffBase, c.Retry.BackoffMax)
+	}
+	p.positive("upstream.dial_timeout", c.Upstream.DialTimeout)
+	p.positive("upstream.response_header_timeout", c.Upstream.ResponseHeaderTimeout)
+	p.atLeast("upstream.idle_conns_per_worker", c.Upstream.IdleConnsPerWorker, 1)
+	p.positive("upstream.idle_conn_timeout", c.Upstream.IdleConnTimeout)
+	if c.Limits.MaxBodyBytes < 1024 {
+		p.add("limits.max_body_bytes", "must be at least 1024, got %d", c.Limits.MaxBodyBytes)
+	}
+	if !slices.Contains([]string{"debug", "info", "warn", "error"}, c.Log.Level) {
+		p.add("log.level", "unknown level %q (want debug, info, warn or error)", c.Log.Level)
+	}
+	if c.Log.Format != "json" && c.Log.Format != "text" {
+		p.add("log.format", "unknown format %q (want json or text)", c.Log.Format)
+	}
+	if len(p) == 0 {
+		return nil
+	}
+	sort.SliceStable(p, func(i, j int) bool { return p[i].Path < p[j].Path })
+	return &ValidationError{Problems: p}
+}
+
+func (c *Config) validateWorkers(p *problems) {
+	seen := map[string]int{}
+	for i, w := range c.Workers {
+		at := fmt.Sprintf("workers[%d]", i)
+		p.addAll(ValidateWorker(w), at)
+		if w.ID != "" {
+			if first, dup := seen[w.ID]; dup {
+				p.add(at+".id", "duplicate id %q (also workers[%d])", w.ID, first)
+			} else {
+				seen[w.ID] = i
+			}
+		}
+	}
+}
+
+func (p *problems) addAll(errs []FieldError, prefix string) {
+	for _, e := range errs {
+		p.add(prefix+"."+e.Path, "%s", e.Reason)
+	}
+}
+
+// ValidateWorker checks one worker entry; paths are relative to the entry
+// ("url", "engine"). The admin API and discovery use it for workers that do
+// not come from the file.
+func ValidateWorker(w Worker) []FieldError {
+	var p problems
+	if w.ID == "" {
+		p.add("id", "is required")
+	} else if strings.ContainsAny(w.ID, " \t\n/") {
+		p.add("id", "must not contain spaces or slashes, got %q", w.ID)
+	}
+	if w.URL == "" {
+		p.add("url", "is required")
+	} else if u, err := url.Parse(w.URL); err != nil {
+		p.add("url", "is not a URL: %v", err)
+	} else if (u.Scheme != "http" && u.Scheme != "https") || u.Host == "" {
+		p.add("url", "must be an http:// or https:// URL with a host, got %q", w.URL)
+	}
+	for j, m := range w.Models {
+		if strings.TrimSpace(m) == "" {
+			p.add(fmt.Sprintf("models[%d]", j), "must not be empty")
+		}
+	}
+	if !slices.Contains(Engines, w.Engine) {
+		p.add("engine", "unknown engine %q (want vllm, sglang or auto)", w.Engine)
+	}
+	p.atLeast("max_running", w.MaxRunning, 0)
+	p.atLeast("dp_ranks", w.DPRanks, 1)
+	return p
+}

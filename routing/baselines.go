@@ -1,0 +1,79 @@
+package routing
+
+// RoundRobin cycles through the candidates, blind to load and cache.
+type RoundRobin struct{ next uint64 }
+
+var _ Policy = (*RoundRobin)(nil)
+
+// Name implements Policy.
+func (*RoundRobin) Name() string { return "round_robin" }
+
+// Select implements Policy.
+func (p *RoundRobin) Select(_ *Request, cands []Candidate, _ *Scratch) (int, Label) {
+	i := int(p.next % uint64(len(cands)))
+	p.next++
+	return i, LabelRoundRobin
+}
+
+// Random picks a candidate uniformly at random.
+type Random struct{}
+
+var _ Policy = Random{}
+
+// Name implements Policy.
+func (Random) Name() string { return "random" }
+
+// Select implements Policy.
+func (Random) Select(_ *Request, cands []Candidate, s *Scratch) (int, Label) {
+	return s.Rand.IntN(len(cands)), LabelRandom
+}
+
+// LeastLoad is size-aware power of two choices: sample two candidates, take
+// the one with less outstanding work in tokens. Two random choices keep
+// stale telemetry from herding every request onto one "least loaded" worker,
+// while nearly matching the balance of a full scan.
+type LeastLoad struct {
+	avg avgWork
+}
+
+var _ Policy = (*LeastLoad)(nil)
+
+// Name implements Policy.
+func (*LeastLoad) Name() string { return "least_load" }
+
+// Select implements Policy.
+func (p *LeastLoad) Select(_ *Request, cands []Candidate, s *Scratch) (int, Label) {
+	avg := p.avg.observe(s.Work)
+	return PowerOfTwo(cands, s, avg), LabelLeastLoad
+}
+
+// PowerOfTwo returns the index of the less loaded of two distinct random
+// candidates (by WorkTokens), or the only one.
+func PowerOfTwo(cands []Candidate, s *Scratch, avgWork int) int {
+	n := len(cands)
+	if n == 1 {
+		return 0
+	}
+	a := s.Rand.IntN(n)
+	b := s.Rand.IntN(n - 1)
+	if b >= a {
+		b++
+	}
+	if cands[b].WorkTokens(avgWork) < cands[a].WorkTokens(avgWork) {
+		return b
+	}
+	return a
+}
+
+// avgWork is a moving average of requests' estimated work, used to turn a
+// worker's request counts into tokens.
+type avgWork struct{ v float64 }
+
+func (a *avgWork) observe(work int) int {
+	if a.v == 0 {
+		a.v = float64(work)
+	} else {
+		a.v += (float64(work) - a.v) / 64
+	}
+	return max(int(a.v), 1)
+}

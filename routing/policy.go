@@ -1,0 +1,81 @@
+package routing
+
+import (
+	"fmt"
+	"math/rand/v2"
+	"time"
+)
+
+// Label names why a decision went where it went. The set is bounded: it is a
+// metric label.
+type Label string
+
+// Labels of the baseline policies.
+const (
+	LabelRoundRobin Label = "round_robin"
+	LabelRandom     Label = "random"
+	LabelLeastLoad  Label = "least_load"
+)
+
+// Candidate is an endpoint a policy may choose, with the router's view of it.
+type Candidate struct {
+	Endpoint
+	// Fresh: the telemetry sample is complete and recent enough to trust.
+	Fresh bool
+	// ReservedReqs and ReservedTokens: work dispatched since the sample.
+	ReservedReqs   int
+	ReservedTokens int
+	// InflightTokens: all work this gateway has outstanding on the worker.
+	InflightTokens int
+}
+
+// Pressure is how full the worker is, 0 (idle) to 1 (full) and beyond:
+// max(KV usage, (running + waiting + reserved) / max_running). It is
+// unknown (ok false) without fresh telemetry or a capacity to divide by.
+func (c *Candidate) Pressure() (p float64, ok bool) {
+	if !c.Fresh || c.Load.MaxRunning <= 0 {
+		return 0, false
+	}
+	p = float64(c.Load.Running+c.Load.Waiting+c.ReservedReqs) / float64(c.Load.MaxRunning)
+	return max(p, c.Load.KVUsage), true
+}
+
+// WorkTokens is the candidate's outstanding work in tokens, for size-aware
+// comparisons: fresh telemetry's queue (at avgWork tokens a request) plus what
+// was reserved since the sample; without fresh telemetry, the gateway's own
+// in-flight work.
+func (c *Candidate) WorkTokens(avgWork int) int {
+	if c.Fresh {
+		return (c.Load.Running+c.Load.Waiting)*avgWork + c.ReservedTokens
+	}
+	return c.InflightTokens
+}
+
+// Scratch carries what a policy may use during one Select: the random
+// source and clock (owned by the router) and the request's estimated work.
+type Scratch struct {
+	Rand *rand.Rand
+	Now  time.Time
+	Work int // tokens this request reserves
+}
+
+// Policy chooses among candidates. Select runs under the router's lock, so
+// it must not block; it returns the index of the chosen candidate and the
+// decision's label. cands is never empty.
+type Policy interface {
+	Name() string
+	Select(req *Request, cands []Candidate, s *Scratch) (int, Label)
+}
+
+// NewPolicy returns the policy with the given config name.
+func NewPolicy(name string) (Policy, error) {
+	switch name {
+	case "round_robin":
+		return &RoundRobin{}, nil
+	case "random":
+		return Random{}, nil
+	case "least_load":
+		return &LeastLoad{}, nil
+	}
+	return nil, fmt.Errorf("unknown routing policy %q", name)
+}

@@ -1,0 +1,73 @@
+package routing
+
+import "time"
+
+// reservedWork is what the gateway dispatched to one worker that the
+// worker's last telemetry sample cannot include yet.
+//
+// A sample counts what was running when it was taken, so only work reserved
+// after the sample adds to it: each new sample opens a new epoch and zeroes
+// the per-epoch counters, and releasing a reservation from an older epoch
+// leaves the current epoch alone (the sample already counted it, and the
+// next sample will stop counting it). Without telemetry the epoch never
+// turns and reservations are simply the gateway's own in-flight work.
+type reservedWork struct {
+	generation uint64
+	sampledAt  time.Time
+	epoch      uint64
+	reqs       int // reserved since the sample
+	tokens     int
+
+	outstandingReqs   int // every reservation not yet released, for bookkeeping checks
+	outstandingTokens int
+}
+
+type reservation struct {
+	worker     string
+	generation uint64
+	epoch      uint64
+	tokens     int
+}
+
+// reservedFor returns e's reservation counters, turning the epoch when a new
+// sample has arrived and resetting them when the worker's generation changed.
+func (r *Router) reservedFor(e Endpoint) *reservedWork {
+	rw, ok := r.reserved[e.ID]
+	if !ok {
+		rw = &reservedWork{generation: e.Generation, sampledAt: e.Load.SampledAt}
+		r.reserved[e.ID] = rw
+	}
+	// A new incarnation, or a new sample, opens a new epoch: older
+	// reservations still release into the outstanding totals, never into it.
+	if rw.generation != e.Generation || e.Load.SampledAt.After(rw.sampledAt) {
+		rw.generation = e.Generation
+		rw.sampledAt = e.Load.SampledAt
+		rw.epoch++
+		rw.reqs, rw.tokens = 0, 0
+	}
+	return rw
+}
+
+func (r *Router) reserveLocked(e Endpoint, tokens int) reservation {
+	rw := r.reservedFor(e)
+	rw.reqs++
+	rw.tokens += tokens
+	rw.outstandingReqs++
+	rw.outstandingTokens += tokens
+	return reservation{worker: e.ID, generation: e.Generation, epoch: rw.epoch, tokens: tokens}
+}
+
+func (r *Router) release(res reservation) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rw, ok := r.reserved[res.worker]
+	if !ok {
+		return
+	}
+	rw.outstandingReqs--
+	rw.outstandingTokens -= res.tokens
+	if rw.epoch == res.epoch {
+		rw.reqs--
+		rw.tokens -= res.tokens
+	}
+}

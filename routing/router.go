@@ -1,0 +1,164 @@
+package routing
+
+import (
+	"errors"
+	"math/rand/v2"
+	"slices"
+	"sync"
+	"sync/atomic"
+	"time"
+)
+
+// Request is what routing knows of a request.
+type Request struct {
+	Model        string
+	PromptTokens int // estimated
+	MaxTokens    int // requested output tokens; 0 when the client set none
+	Stream       bool
+	// Exclude lists workers this request must not go to (failed attempts).
+	Exclude []string
+}
+
+// ErrNoWorker means no worker can take the request now.
+var ErrNoWorker = errors.New("no routable worker")
+
+// Outcome is how a routed request ended.
+type Outcome int
+
+const (
+	// OutcomeSuccess: the worker served the request.
+	OutcomeSuccess Outcome = iota
+	// OutcomeFailure: the worker failed it (connect error, 5xx, broken stream).
+	OutcomeFailure
+	// OutcomeCancelled: the client went away, or the attempt was abandoned
+	// before it reached the worker.
+	OutcomeCancelled
+)
+
+// Clock is the time source routing runs on.
+type Clock func() time.Time
+
+// Options configure a Router.
+type Options struct {
+	// MaxAge is the age beyond which telemetry is stale.
+	MaxAge time.Duration
+	// OutputEstimateCap bounds the output tokens a request reserves.
+	OutputEstimateCap int
+	Clock             Clock
+	// Rand is the policies' random source; seeded for determinism in tests
+	// and the fleet simulator. Used only under the router's lock.
+	Rand *rand.Rand
+}
+
+// Router applies one Policy and owns the reservations.
+type Router struct {
+	policy Policy
+	opts   Options
+
+	mu       sync.Mutex
+	reserved map[string]*reservedWork
+	buf      []Endpoint
+	cands    []Candidate
+}
+
+// NewRouter returns a Router running policy.
+func NewRouter(policy Policy, opts Options) *Router {
+	if opts.Clock == nil {
+		opts.Clock = time.Now
+	}
+	if opts.Rand == nil {
+		opts.Rand = rand.New(rand.NewPCG(rand.Uint64(), rand.Uint64()))
+	}
+	if opts.OutputEstimateCap <= 0 {
+		opts.OutputEstimateCap = 1024
+	}
+	if opts.MaxAge <= 0 {
+		opts.MaxAge = 5 * time.Second
+	}
+	return &Router{policy: policy, opts: opts, reserved: map[string]*reservedWork{}}
+}
+
+// Policy is the router's policy.
+func (r *Router) Policy() Policy { return r.policy }
+
+// Decision is a routed request's binding to a worker. Done must be called
+// once the request ends; later calls do nothing.
+type Decision struct {
+	Worker Endpoint
+	Label  Label
+
+	router *Router
+	res    reservation
+	done   atomic.Bool
+}
+
+// Done releases the decision's reservation exactly once.
+func (d *Decision) Done(o Outcome) {
+	if d == nil || !d.done.CompareAndSwap(false, true) {
+		return
+	}
+	d.router.release(d.res)
+}
+
+// EstimatedWork is the tokens a request reserves: its prompt and the output
+// it may generate, capped so that one huge max_tokens does not blind the
+// router for the whole request.
+func (r *Router) EstimatedWork(req *Request) int {
+	out := req.MaxTokens
+	if out <= 0 || out > r.opts.OutputEstimateCap {
+		out = r.opts.OutputEstimateCap
+	}
+	return max(req.PromptTokens, 0) + out
+}
+
+// Route picks a worker for req among pool's candidates and reserves the
+// request's work on it, in one critical section.
+func (r *Router) Route(req *Request, pool Pool) (*Decision, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	now := r.opts.Clock()
+	r.buf = pool.Candidates(req.Model, r.buf[:0])
+	r.cands = r.cands[:0]
+	for _, e := range r.buf {
+		if slices.Contains(req.Exclude, e.ID) {
+			continue
+		}
+		rw := r.reservedFor(e)
+		r.cands = append(r.cands, Candidate{
+			Endpoint:       e,
+			Fresh:          e.Load.Fresh(now, r.opts.MaxAge),
+			ReservedReqs:   rw.reqs,
+			ReservedTokens: rw.tokens,
+			InflightTokens: rw.outstandingTokens,
+		})
+	}
+	if len(r.cands) == 0 {
+		return nil, ErrNoWorker
+	}
+	work := r.EstimatedWork(req)
+	i, label := r.policy.Select(req, r.cands, &Scratch{Rand: r.opts.Rand, Now: now, Work: work})
+	if i < 0 || i >= len(r.cands) {
+		return nil, ErrNoWorker
+	}
+	chosen := r.cands[i].Endpoint
+	d := &Decision{Worker: chosen, Label: label, router: r}
+	d.res = r.reserveLocked(chosen, work)
+	return d, nil
+}
+
+// Reserved returns the outstanding reservations on a worker (for status and tests).
+func (r *Router) Reserved(id string) (reqs, tokens int) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	if rw, ok := r.reserved[id]; ok {
+		return rw.outstandingReqs, rw.outstandingTokens
+	}
+	return 0, 0
+}
+
+// Forget drops a removed worker's reservation bookkeeping.
+func (r *Router) Forget(id string) {
+	r.mu.Lock()
+	delete(r.reserved, id)
+	r.mu.Unlock()
+}
