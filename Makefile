@@ -1,0 +1,56 @@
+# kvgate — the two commands a newcomer needs are `make demo` and `make test`.
+GO        ?= go
+BIN       ?= bin
+PKGS      := ./...
+GOFLAGS_RACE := -race
+
+.PHONY: all build demo test test-deps test-go bench bench-overhead lint fmt docs fuzz clean
+
+all: build
+
+build: ## build every command into ./bin
+	CGO_ENABLED=0 $(GO) build -trimpath -o $(BIN)/ ./cmd/...
+
+demo: ## run the gateway on its embedded simulated fleet (127.0.0.1:8080)
+	$(GO) run ./cmd/gateway --demo
+
+test: test-deps test-go ## install what the tests need, then run every test with -race
+
+# Debian packages the tests and benchmarks use: nginx is the one-proxy-hop
+# reference of the overhead benchmark. Installed only when missing.
+TEST_PACKAGES := nginx
+test-deps:
+	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+	if [ -n "$$missing" ]; then \
+		echo "installing:$$missing"; \
+		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
+		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
+	fi
+
+test-go:
+	$(GO) vet $(PKGS)
+	$(GO) test $(GOFLAGS_RACE) -count=1 -timeout 15m $(PKGS)
+
+bench: ## micro-benchmarks of the hot paths, with allocations
+	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./handlers/ ./routing/ ./sim/...
+
+bench-overhead: build test-deps ## gateway overhead vs direct vs nginx, one run (see README)
+	./scripts/bench-overhead.sh
+
+lint: ## gofmt and go vet
+	@out=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$out" ]; then echo "gofmt needed:"; echo "$$out"; exit 1; fi
+	$(GO) vet $(PKGS)
+
+fmt:
+	gofmt -w $$(git ls-files '*.go')
+
+docs: ## regenerate the README's configuration reference from the code
+	$(GO) run ./scripts/readme-reference
+
+fuzz: ## run each fuzz target for a while (the committed corpus runs in `make test`)
+	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 60s ./handlers/
+	$(GO) test -run '^$$' -fuzz FuzzParseVLLMMetrics -fuzztime 30s ./workers/
+	$(GO) test -run '^$$' -fuzz FuzzParseSGLangLoads -fuzztime 30s ./workers/
+
+clean:
+	rm -rf $(BIN)

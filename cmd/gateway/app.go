@@ -1,0 +1,146 @@
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"math/rand/v2"
+	"net"
+	"net/http"
+	"sync/atomic"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/collectors"
+
+	"github.com/kvgate/kvgate/config"
+	"github.com/kvgate/kvgate/handlers"
+	"github.com/kvgate/kvgate/routing"
+	"github.com/kvgate/kvgate/workers"
+)
+
+// app is one wired gateway: registry, router, handlers, server.
+type app struct {
+	cfg      config.Config
+	log      *slog.Logger
+	registry *workers.Registry
+	router   *routing.Router
+	gateway  *handlers.Gateway
+	ready    atomic.Bool
+}
+
+func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
+	policy, err := routing.NewPolicy(cfg.Routing.Policy)
+	if err != nil {
+		return nil, err
+	}
+	seed := uint64(cfg.Routing.Seed)
+	if seed == 0 {
+		seed = rand.Uint64()
+	}
+	transport := workers.NewTransport(workers.TransportOptions{
+		DialTimeout:           cfg.Upstream.DialTimeout,
+		ResponseHeaderTimeout: cfg.Upstream.ResponseHeaderTimeout,
+		IdleConnsPerWorker:    cfg.Upstream.IdleConnsPerWorker,
+		IdleConnTimeout:       cfg.Upstream.IdleConnTimeout,
+	})
+	a := &app{cfg: cfg, log: log}
+	a.router = routing.NewRouter(policy, routing.Options{
+		MaxAge:            cfg.Telemetry.MaxAge,
+		OutputEstimateCap: cfg.Routing.OutputEstimateCap,
+		Rand:              rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
+	})
+	a.registry = workers.NewRegistry(workers.Options{
+		Client:             &http.Client{Transport: transport},
+		HealthInterval:     cfg.Health.Interval,
+		HealthTimeout:      cfg.Health.Timeout,
+		HealthPath:         cfg.Health.Path,
+		UnhealthyThreshold: cfg.Health.UnhealthyThreshold,
+		HealthyThreshold:   cfg.Health.HealthyThreshold,
+		TelemetryInterval:  cfg.Telemetry.Interval,
+		TelemetryTimeout:   cfg.Telemetry.Timeout,
+		BreakerThreshold:   cfg.Breaker.FailureThreshold,
+		BreakerOpenFor:     cfg.Breaker.OpenFor,
+		Logger:             log,
+	})
+	promReg := prometheus.NewRegistry()
+	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), a.registry)
+	a.gateway = handlers.New(handlers.Options{
+		Registry:     a.registry,
+		Router:       a.router,
+		Transport:    transport,
+		MaxBodyBytes: cfg.Limits.MaxBodyBytes,
+		MaxAttempts:  cfg.Retry.MaxAttempts,
+		BackoffBase:  cfg.Retry.BackoffBase,
+		BackoffMax:   cfg.Retry.BackoffMax,
+		Logger:       log,
+		LogRequests:  cfg.Log.Requests,
+		Metrics:      promReg,
+		Gatherer:     promReg,
+		Ready:        a.ready.Load,
+	})
+	for _, w := range cfg.Workers {
+		if _, err := a.registry.Add(workers.Spec{
+			ID: w.ID, URL: w.URL, Models: w.Models, Engine: workers.Engine(w.Engine),
+			MaxRunning: w.MaxRunning, DPRanks: w.DPRanks,
+		}); err != nil {
+			a.registry.Close()
+			return nil, err
+		}
+	}
+	return a, nil
+}
+
+// serve listens on cfg.Listen and serves until ctx ends, then shuts down
+// gracefully: readiness turns false at once, the listener closes, and
+// in-flight requests (streams too) get up to shutdown_grace to finish.
+func (a *app) serve(ctx context.Context, started func(addr string)) error {
+	defer a.registry.Close()
+	ln, err := net.Listen("tcp", a.cfg.Listen)
+	if err != nil {
+		return fmt.Errorf("listen: %w", err)
+	}
+	srv := &http.Server{
+		Handler:           a.gateway,
+		ReadHeaderTimeout: 10 * time.Second,
+		IdleTimeout:       120 * time.Second,
+		ErrorLog:          slog.NewLogLogger(a.log.Handler(), slog.LevelWarn),
+	}
+	a.ready.Store(true)
+	a.log.Info("kvgate listening", "addr", ln.Addr().String(), "policy", a.cfg.Routing.Policy, "workers", len(a.cfg.Workers))
+	if started != nil {
+		started(ln.Addr().String())
+	}
+	errc := make(chan error, 1)
+	go func() { errc <- srv.Serve(ln) }()
+	select {
+	case err := <-errc:
+		return err
+	case <-ctx.Done():
+	}
+	a.ready.Store(false)
+	a.log.Info("shutting down", "grace", a.cfg.ShutdownGrace)
+	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace)
+	defer cancel()
+	err = srv.Shutdown(shutdownCtx)
+	if errors.Is(err, context.DeadlineExceeded) {
+		a.log.Warn("shutdown grace expired; closing remaining connections")
+		_ = srv.Close()
+	}
+	if serveErr := <-errc; serveErr != nil && !errors.Is(serveErr, http.ErrServerClosed) {
+		return serveErr
+	}
+	return nil
+}
+
+func newLogger(c config.Log, w io.Writer) *slog.Logger {
+	var level slog.Level
+	_ = level.UnmarshalText([]byte(c.Level))
+	opts := &slog.HandlerOptions{Level: level}
+	if c.Format == "text" {
+		return slog.New(slog.NewTextHandler(w, opts))
+	}
+	return slog.New(slog.NewJSONHandler(w, opts))
+}

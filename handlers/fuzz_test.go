@@ -1,0 +1,62 @@
+package handlers
+
+import (
+	"net/http"
+	"net/http/httptest"
+	"strings"
+	"testing"
+
+	json "github.com/goccy/go-json"
+)
+
+// FuzzParseRequest: no body, however malformed, makes the parser panic, and
+// whatever it accepts has a model and the field its endpoint requires.
+func FuzzParseRequest(f *testing.F) {
+	for _, s := range []string{
+		chatBody, streamBody,
+		`{"model":"m","prompt":"x","max_tokens":5}`,
+		`{"model":"m","prompt":["a","b"],"n":2}`,
+		`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"hi"}]}],"tools":[]}`,
+		`{"model":"m","messages":null}`, `{"model":1}`, `{}`, `[]`, `null`, `"x"`, `{"model":"m","messages":[`,
+		"{\"model\":\"m\",\"messages\":[{}],\"max_tokens\":1e400}",
+	} {
+		f.Add([]byte(s))
+	}
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, ep := range []endpoint{endpointChat, endpointCompletions} {
+			p, aerr := parseRequest(body, ep)
+			if aerr != nil {
+				if aerr.Status != http.StatusBadRequest || aerr.Type != typeInvalidRequest {
+					t.Fatalf("parse error %d %s", aerr.Status, aerr.Type)
+				}
+				continue
+			}
+			if p.Model == "" || p.promptTokens < 0 {
+				t.Fatalf("accepted %q without a model", body)
+			}
+		}
+	})
+}
+
+// FuzzCompletionHandler drives the whole handler with arbitrary bodies: it
+// never panics, and every error is an OpenAI error object.
+func FuzzCompletionHandler(f *testing.F) {
+	f.Add([]byte(chatBody))
+	f.Add([]byte(`{"model":"unknown","messages":[{"role":"user","content":"x"}]}`))
+	f.Add([]byte(`{"model":"m","messages":[]}`))
+	f.Add([]byte("\x00\xff{"))
+	gw := New(Options{Registry: emptyRegistry(f), MaxBodyBytes: 1 << 16})
+	f.Fuzz(func(t *testing.T, body []byte) {
+		for _, path := range []string{"/v1/chat/completions", "/v1/completions"} {
+			rec := httptest.NewRecorder()
+			gw.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, path, strings.NewReader(string(body))))
+			if rec.Code < 400 {
+				t.Fatalf("no worker, yet status %d", rec.Code)
+			}
+			var e openAIError
+			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Message == "" || e.Error.Type == "" {
+				t.Fatalf("status %d without an OpenAI error object: %q", rec.Code, rec.Body.String())
+			}
+		}
+	})
+}

@@ -1,0 +1,181 @@
+package handlers
+
+import (
+	"bufio"
+	"bytes"
+	"io"
+	"net/http"
+	"sync"
+
+	json "github.com/goccy/go-json"
+
+	"github.com/kvgate/kvgate/routing"
+	"github.com/kvgate/kvgate/workers"
+)
+
+// maxBufferedBody bounds a non-streaming answer held before relaying it.
+const maxBufferedBody = 64 << 20
+
+// relayBody relays a non-streaming answer. The body is read whole before the
+// first byte goes to the client, so a worker that dies mid-body is retried.
+func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, wk *workers.Worker, dec *routing.Decision,
+	resp *http.Response, rec *requestRecord) attemptResult {
+	buf := bodyBuffers.Get().(*bytes.Buffer)
+	buf.Reset()
+	defer func() {
+		if buf.Cap() <= maxPooledBody {
+			bodyBuffers.Put(buf)
+		}
+	}()
+	_, err := buf.ReadFrom(io.LimitReader(resp.Body, maxBufferedBody))
+	resp.Body.Close()
+	if err != nil {
+		if r.Context().Err() != nil {
+			wk.Breaker.Neutral()
+			return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
+		}
+		g.workerFailed(wk, "stream")
+		return attemptResult{verdict: retryable, outcome: routing.OutcomeFailure,
+			err: errUpstream("Worker " + wk.ID() + " broke off its answer.")}
+	}
+	wk.Breaker.Success()
+	g.writeHead(w, wk, dec, resp)
+	w.WriteHeader(resp.StatusCode)
+	rec.status = resp.StatusCode
+	rec.ttft = g.opts.Now().Sub(rec.start)
+	_, _ = w.Write(buf.Bytes())
+	return attemptResult{verdict: answered, outcome: routing.OutcomeSuccess}
+}
+
+var sseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
+
+var doneLine = []byte("data: [DONE]")
+
+// relayStream relays server-sent events one event at a time, flushing after
+// each. The first event is read whole before anything is sent, so a worker
+// that fails before producing one is retried elsewhere; after that, a
+// failure ends the stream with an error event.
+func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, wk *workers.Worker, dec *routing.Decision,
+	resp *http.Response, rec *requestRecord) attemptResult {
+	defer resp.Body.Close()
+	br := sseReaders.Get().(*bufio.Reader)
+	br.Reset(resp.Body)
+	defer func() {
+		br.Reset(nil)
+		sseReaders.Put(br)
+	}()
+	flusher, _ := w.(http.Flusher)
+
+	first := bodyBuffers.Get().(*bytes.Buffer)
+	first.Reset()
+	defer bodyBuffers.Put(first)
+	sawDone, err := readEvent(br, first)
+	if err != nil && !(err == io.EOF && sawDone) {
+		if r.Context().Err() != nil {
+			wk.Breaker.Neutral()
+			return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
+		}
+		g.workerFailed(wk, "stream")
+		return attemptResult{verdict: retryable, outcome: routing.OutcomeFailure,
+			err: errUpstream("Worker " + wk.ID() + " ended its stream before the first event.")}
+	}
+
+	g.writeHead(w, wk, dec, resp)
+	h := w.Header()
+	h["Cache-Control"] = []string{"no-cache"}
+	h["X-Accel-Buffering"] = []string{"no"}
+	w.WriteHeader(resp.StatusCode)
+	rec.status = resp.StatusCode
+	rec.ttft = g.opts.Now().Sub(rec.start)
+	if _, werr := w.Write(first.Bytes()); werr != nil {
+		return g.clientGone(wk)
+	}
+	if flusher != nil {
+		flusher.Flush()
+	}
+
+	// Read to the end of the body: the blank line after [DONE] belongs to the
+	// stream too, and a worker may still fail after it without harm.
+	for err == nil {
+		var line []byte
+		line, err = br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			err = nil // a long line: relay it in pieces
+		}
+		if len(line) == 0 {
+			continue
+		}
+		if _, werr := w.Write(line); werr != nil {
+			return g.clientGone(wk)
+		}
+		if isBlank(line) {
+			if flusher != nil {
+				flusher.Flush()
+			}
+		} else if bytes.HasPrefix(line, doneLine) {
+			sawDone = true
+		}
+	}
+	if sawDone {
+		if flusher != nil {
+			flusher.Flush()
+		}
+		wk.Breaker.Success()
+		return attemptResult{verdict: answered, outcome: routing.OutcomeSuccess}
+	}
+	if r.Context().Err() != nil {
+		return g.clientGone(wk)
+	}
+	// The worker broke off mid-stream. Tokens already reached the client, so
+	// no retry: end the stream with an error event the client can see.
+	g.workerFailed(wk, "stream")
+	_, _ = w.Write(streamErrorEvent)
+	if flusher != nil {
+		flusher.Flush()
+	}
+	rec.err = "worker failed mid-stream"
+	return attemptResult{verdict: answered, outcome: routing.OutcomeFailure}
+}
+
+func (g *Gateway) clientGone(wk *workers.Worker) attemptResult {
+	wk.Breaker.Neutral()
+	return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
+}
+
+// readEvent reads lines into dst up to and including the blank line that
+// ends one event. It reports whether the event was the [DONE] marker.
+func readEvent(br *bufio.Reader, dst *bytes.Buffer) (done bool, err error) {
+	for {
+		line, err := br.ReadSlice('\n')
+		dst.Write(line)
+		if err == bufio.ErrBufferFull {
+			continue
+		}
+		if bytes.HasPrefix(line, doneLine) {
+			done = true
+		}
+		if err != nil {
+			return done, err
+		}
+		if isBlank(line) && dst.Len() > len(line) {
+			return done, nil
+		}
+	}
+}
+
+func isBlank(line []byte) bool {
+	return len(line) == 1 || (len(line) == 2 && line[0] == '\r')
+}
+
+// decodeErrorMessage returns error.message from an OpenAI error body.
+func decodeErrorMessage(b []byte) (string, bool) {
+	var e struct {
+		Error struct {
+			Message string `json:"message"`
+		} `json:"error"`
+	}
+	if json.Unmarshal(b, &e) != nil || e.Error.Message == "" {
+		return "", false
+	}
+	return e.Error.Message, true
+}

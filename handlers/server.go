@@ -1,0 +1,141 @@
+package handlers
+
+import (
+	"log/slog"
+	"net/http"
+	"time"
+
+	"github.com/go-chi/chi/v5"
+	json "github.com/goccy/go-json"
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/promhttp"
+
+	"github.com/kvgate/kvgate/routing"
+	"github.com/kvgate/kvgate/workers"
+)
+
+// Options wire a Gateway.
+type Options struct {
+	Registry  *workers.Registry
+	Router    *routing.Router
+	Transport http.RoundTripper
+
+	MaxBodyBytes int64
+	MaxAttempts  int
+	BackoffBase  time.Duration
+	BackoffMax   time.Duration
+
+	Logger      *slog.Logger
+	LogRequests bool
+	// Metrics registers the gateway's series; Gatherer serves /metrics.
+	Metrics  prometheus.Registerer
+	Gatherer prometheus.Gatherer
+	Now      func() time.Time
+	// Ready, when set, must also hold for /readyz to answer 200 (shutdown
+	// turns it false before the listener closes).
+	Ready func() bool
+}
+
+// Gateway serves kvgate's HTTP API.
+type Gateway struct {
+	opts    Options
+	pool    registryPool
+	metrics *metrics
+	client  *http.Client
+	mux     chi.Router
+}
+
+// New returns the gateway's HTTP handler.
+func New(opts Options) *Gateway {
+	if opts.Now == nil {
+		opts.Now = time.Now
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	if opts.Metrics == nil {
+		opts.Metrics = prometheus.NewRegistry()
+	}
+	if opts.MaxAttempts < 1 {
+		opts.MaxAttempts = 1
+	}
+	g := &Gateway{
+		opts:    opts,
+		pool:    registryPool{reg: opts.Registry, now: opts.Now},
+		metrics: newMetrics(opts.Metrics),
+		client:  &http.Client{Transport: opts.Transport, CheckRedirect: noRedirects},
+	}
+	g.mux = g.routes()
+	return g
+}
+
+func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
+
+func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
+
+func (g *Gateway) routes() chi.Router {
+	r := chi.NewRouter()
+	r.Use(g.recoverer)
+	r.NotFound(func(w http.ResponseWriter, r *http.Request) { writeError(w, errRouteNotFound(r)) })
+	r.MethodNotAllowed(func(w http.ResponseWriter, r *http.Request) { writeError(w, errMethodNotAllowed(r)) })
+
+	r.Post("/v1/chat/completions", g.completion(endpointChat))
+	r.Post("/v1/completions", g.completion(endpointCompletions))
+	r.Get("/v1/models", g.models)
+	r.Get("/health", g.health)
+	r.Get("/readyz", g.ready)
+	if g.opts.Gatherer != nil {
+		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.opts.Gatherer, promhttp.HandlerOpts{}))
+	}
+	return r
+}
+
+// Mount adds another handler under pattern (status page, admin API).
+func (g *Gateway) Mount(pattern string, h http.Handler) { g.mux.Mount(pattern, h) }
+
+type modelList struct {
+	Object string        `json:"object"`
+	Data   []modelObject `json:"data"`
+}
+
+type modelObject struct {
+	ID      string `json:"id"`
+	Object  string `json:"object"`
+	Created int64  `json:"created"`
+	OwnedBy string `json:"owned_by"`
+}
+
+func (g *Gateway) models(w http.ResponseWriter, _ *http.Request) {
+	list := modelList{Object: "list", Data: []modelObject{}}
+	for _, m := range g.opts.Registry.Models() {
+		list.Data = append(list.Data, modelObject{ID: m, Object: "model", OwnedBy: "kvgate"})
+	}
+	writeJSON(w, http.StatusOK, list)
+}
+
+func (g *Gateway) health(w http.ResponseWriter, _ *http.Request) {
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ok"})
+}
+
+func (g *Gateway) ready(w http.ResponseWriter, _ *http.Request) {
+	if g.opts.Ready != nil && !g.opts.Ready() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
+		return
+	}
+	if !g.opts.Registry.AnyRoutable() {
+		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "no_routable_worker"})
+		return
+	}
+	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	b, err := json.Marshal(v)
+	if err != nil {
+		writeError(w, errInternal())
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	_, _ = w.Write(b)
+}
