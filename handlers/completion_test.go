@@ -320,3 +320,13 @@ func TestPanicBecomes500(t *testing.T) {
 	// the process is still serving
 	assert.Equal(t, 200, h.post(t, "/v1/chat/completions", chatBody).StatusCode)
 }
+
+func TestEmptySuccessIsAWorkerFailure(t *testing.T) {
+	empty := newFakeWorker(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) { w.WriteHeader(200) })
+	h := newHarness(t, []*fakeWorker{empty, newFakeWorker(t, okJSON)})
+	for range 2 {
+		resp := h.post(t, "/v1/chat/completions", chatBody)
+		require.Equal(t, 200, resp.StatusCode)
+		assert.Contains(t, readAll(t, resp.Body), `"content":"hi"`, "retried on the worker that answers")
+	}
+}

@@ -3,6 +3,7 @@ package handlers
 import (
 	"bufio"
 	"bytes"
+	"errors"
 	"io"
 	"net/http"
 	"sync"
@@ -12,6 +13,10 @@ import (
 	"github.com/kvgate/kvgate/routing"
 	"github.com/kvgate/kvgate/workers"
 )
+
+// errEmptyAnswer: a 2xx completion without a body is a broken worker, not
+// an answer.
+var errEmptyAnswer = errors.New("empty answer")
 
 // maxBufferedBody bounds a non-streaming answer held before relaying it.
 const maxBufferedBody = 64 << 20
@@ -29,6 +34,9 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, wk *workers.
 	}()
 	_, err := buf.ReadFrom(io.LimitReader(resp.Body, maxBufferedBody))
 	resp.Body.Close()
+	if err == nil && buf.Len() == 0 {
+		err = errEmptyAnswer
+	}
 	if err != nil {
 		if r.Context().Err() != nil {
 			wk.Breaker.Neutral()

@@ -23,7 +23,7 @@ import (
 func main() {
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, nil); err != nil {
+	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, nil); err != nil {
 		if !errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "kvgate:", err)
 		}
@@ -37,9 +37,9 @@ func main() {
 var errUsage = errors.New("usage")
 
 // run is the whole program, testable: it parses args, loads the config and
-// serves until ctx ends. When started is non-nil it receives the bound
+// serves until ctx ends; logs go to stderr. When started is non-nil it receives the bound
 // address once the gateway accepts connections.
-func run(ctx context.Context, args, environ []string, stdout io.Writer, started chan<- string) error {
+func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, started chan<- string) error {
 	fs := pflag.NewFlagSet("gateway", pflag.ContinueOnError)
 	fs.SetOutput(stdout)
 	config.AddFlags(fs)
@@ -84,7 +84,7 @@ func run(ctx context.Context, args, environ []string, stdout io.Writer, started 
 	if len(cfg.Workers) == 0 {
 		return fmt.Errorf("%w: no workers configured: list them under workers: in --config, or try --demo", errUsage)
 	}
-	a, err := newApp(cfg, newLogger(cfg.Log, os.Stderr))
+	a, err := newApp(cfg, newLogger(cfg.Log, stderr))
 	if err != nil {
 		return err
 	}

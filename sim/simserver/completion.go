@@ -254,10 +254,18 @@ func (s *Server) waitUntil(ctx context.Context, at time.Time) bool {
 	}
 }
 
-// abandon withdraws a request whose client went away.
+// abandon withdraws a request whose client went away, or that the server
+// is closing on. A closing server aborts the connection rather than let
+// net/http finish an empty 200: a killed engine resets its connections, and
+// a clean empty answer would look like success to the client.
 func (s *Server) abandon(t *ticket) {
 	s.withdraw(t)
 	s.cancelled.Add(1)
+	select {
+	case <-s.done:
+		panic(http.ErrAbortHandler)
+	default:
+	}
 }
 
 // die drops the connection: the die_after_tokens fault. net/http closes the
