@@ -217,4 +217,3 @@ func TestClientCancellationReachesTheWorker(t *testing.T) {
 	assert.Eventually(t, func() bool { return f.inflight(t) == 0 }, 5*time.Second, 20*time.Millisecond)
 	assert.Equal(t, int64(0), f.sims[0].Stats().Completed)
 }
-

@@ -80,7 +80,9 @@ log:
 	started := make(chan string, 1)
 	f.done = make(chan error, 1)
 	f.stop = cancel
-	go func() { f.done <- run(ctx, append([]string{"--config", file}, fc.args...), nil, io.Discard, io.Discard, started) }()
+	go func() {
+		f.done <- run(ctx, append([]string{"--config", file}, fc.args...), nil, io.Discard, io.Discard, started)
+	}()
 	select {
 	case addr := <-started:
 		f.url = "http://" + addr
