@@ -330,3 +330,25 @@ func TestEmptySuccessIsAWorkerFailure(t *testing.T) {
 		assert.Contains(t, readAll(t, resp.Body), `"content":"hi"`, "retried on the worker that answers")
 	}
 }
+
+// Events that arrive together leave together; an event followed by a partial
+// one is flushed at once, so the client never waits for what the gateway holds.
+func TestEventBuffered(t *testing.T) {
+	for _, tc := range []struct {
+		in   string
+		want bool
+	}{
+		{"", false},
+		{"data: {\"n\":2}\n", false},
+		{"data: {\"n\":2}\n\n", true},
+		{"data: {\"n\":2}\r\n\r\n", true},
+		{"data: {\"n\":2", false},
+	} {
+		br := bufio.NewReader(strings.NewReader("data: {\"n\":1}\n\n" + tc.in))
+		_, err := br.ReadSlice('\n') // the current event's data line
+		require.NoError(t, err)
+		_, err = br.ReadSlice('\n') // its blank line
+		require.NoError(t, err)
+		assert.Equal(t, tc.want, eventBuffered(br), "%q", tc.in)
+	}
+}

@@ -117,7 +117,9 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, wk *worker
 			return g.clientGone(wk)
 		}
 		if isBlank(line) {
-			if flusher != nil {
+			// Flush at the end of each event, unless the next whole event is
+			// already here: then it goes out in the same write, no later.
+			if flusher != nil && !eventBuffered(br) {
 				flusher.Flush()
 			}
 		} else if bytes.HasPrefix(line, doneLine) {
@@ -170,6 +172,22 @@ func readEvent(br *bufio.Reader, dst *bytes.Buffer) (done bool, err error) {
 		}
 	}
 }
+
+// eventBuffered reports whether br already holds a complete event (one
+// ending in a blank line), so relaying it needs no wait on the worker.
+func eventBuffered(br *bufio.Reader) bool {
+	n := br.Buffered()
+	if n == 0 {
+		return false
+	}
+	buf, _ := br.Peek(n)
+	return bytes.Contains(buf, eventEnd) || bytes.Contains(buf, eventEndCRLF)
+}
+
+var (
+	eventEnd     = []byte("\n\n")
+	eventEndCRLF = []byte("\n\r\n")
+)
 
 func isBlank(line []byte) bool {
 	return len(line) == 1 || (len(line) == 2 && line[0] == '\r')

@@ -13,6 +13,7 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"syscall"
 
 	"github.com/spf13/pflag"
@@ -20,7 +21,17 @@ import (
 	"github.com/kvgate/kvgate/config"
 )
 
+// defaultGCPercent is the GC target when GOGC is unset. The gateway's live
+// heap is a few megabytes and nearly everything it allocates dies within one
+// request, so letting the heap grow to 5x live before collecting trades tens
+// of megabytes for a measurably cheaper request path (README, Benchmarks).
+// GOGC and GOMEMLIMIT still take precedence.
+const defaultGCPercent = 400
+
 func main() {
+	if _, set := os.LookupEnv("GOGC"); !set {
+		debug.SetGCPercent(defaultGCPercent)
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, nil); err != nil {
@@ -84,7 +95,9 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 	if len(cfg.Workers) == 0 {
 		return fmt.Errorf("%w: no workers configured: list them under workers: in --config, or try --demo", errUsage)
 	}
-	a, err := newApp(cfg, newLogger(cfg.Log, stderr))
+	logOut := newBufferedLog(stderr)
+	defer logOut.Close()
+	a, err := newApp(cfg, newLogger(cfg.Log, logOut))
 	if err != nil {
 		return err
 	}
