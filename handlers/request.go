@@ -26,11 +26,11 @@ func (e endpoint) path() string {
 // completionRequest is the part of a request body the gateway reads. The
 // body itself is forwarded as received; unknown fields pass through.
 type completionRequest struct {
-	Model               string   `json:"model"`
-	Stream              bool     `json:"stream"`
-	MaxTokens           *int     `json:"max_tokens"`
-	MaxCompletionTokens *int     `json:"max_completion_tokens"`
-	N                   *int     `json:"n"`
+	Model               string `json:"model"`
+	Stream              bool   `json:"stream"`
+	MaxTokens           *int   `json:"max_tokens"`
+	MaxCompletionTokens *int   `json:"max_completion_tokens"`
+	N                   *int   `json:"n"`
 	// Messages is decoded for its shape only: elements of a zero-size type
 	// cost no allocation, and goccy would copy a custom unmarshaler's bytes.
 	Messages *[]struct{} `json:"messages"`
