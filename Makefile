@@ -4,7 +4,7 @@ BIN       ?= bin
 PKGS      := ./...
 GOFLAGS_RACE := -race
 
-.PHONY: all build demo test test-deps test-go bench bench-overhead lint fmt docs fuzz clean
+.PHONY: all build demo test test-deps bench-deps test-go bench bench-overhead lint fmt docs fuzz clean
 
 all: build
 
@@ -16,16 +16,26 @@ demo: ## run the gateway on its embedded simulated fleet (127.0.0.1:8080)
 
 test: test-deps test-go ## install what the tests need, then run every test with -race
 
-# Debian packages the tests and benchmarks use: nginx is the one-proxy-hop
-# reference of the overhead benchmark. Installed only when missing.
-TEST_PACKAGES := nginx
-test-deps:
-	@missing=""; for p in $(TEST_PACKAGES); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
+# apt-install installs the Debian packages named in $(1) that are missing.
+define apt-install
+	@missing=""; for p in $(1); do dpkg -s $$p >/dev/null 2>&1 || missing="$$missing $$p"; done; \
 	if [ -n "$$missing" ]; then \
 		echo "installing:$$missing"; \
 		if [ "$$(id -u)" = 0 ]; then SUDO=""; else SUDO="sudo"; fi; \
 		$$SUDO apt-get update -qq && DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq --no-install-recommends $$missing >/dev/null; \
 	fi
+endef
+
+# Debian packages the tests need (none yet: every test runs on Go alone).
+TEST_PACKAGES :=
+# nginx is the one-proxy-hop reference of the overhead benchmark.
+BENCH_PACKAGES := nginx
+
+test-deps:
+	$(if $(strip $(TEST_PACKAGES)),$(call apt-install,$(TEST_PACKAGES)),@true)
+
+bench-deps:
+	$(call apt-install,$(BENCH_PACKAGES))
 
 test-go:
 	$(GO) vet $(PKGS)
@@ -34,7 +44,7 @@ test-go:
 bench: ## micro-benchmarks of the hot paths, with allocations
 	$(GO) test -run '^$$' -bench . -benchmem -count 1 ./handlers/ ./routing/ ./sim/...
 
-bench-overhead: build test-deps ## gateway overhead vs direct vs nginx, one run (see README)
+bench-overhead: build bench-deps ## gateway overhead vs direct vs nginx, one run (see README)
 	./scripts/bench-overhead.sh
 
 lint: ## gofmt and go vet
