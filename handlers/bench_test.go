@@ -99,7 +99,7 @@ func BenchmarkGatewayProxy(b *testing.B) {
 	for !reg.AnyRoutable() {
 		time.Sleep(time.Millisecond)
 	}
-	policy, _ := routing.NewPolicy("least_load")
+	policy, _ := routing.NewPolicy("least_load", routing.DefaultPolicyConfig())
 	g := New(Options{Registry: reg, Router: routing.NewRouter(policy, routing.Options{}), Transport: transport,
 		MaxBodyBytes: 1 << 20, MaxAttempts: 3, LogRequests: true, Logger: slog.New(slog.NewJSONHandler(io.Discard, nil))})
 	gw := httptest.NewServer(g)

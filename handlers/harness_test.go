@@ -92,7 +92,7 @@ func newHarness(t *testing.T, fakes []*fakeWorker, opts ...harnessOption) *harne
 		UnhealthyThreshold: 1, HealthyThreshold: 1,
 		BreakerThreshold: 3, BreakerOpenFor: time.Minute,
 	})
-	policy, _ := routing.NewPolicy("round_robin")
+	policy, _ := routing.NewPolicy("round_robin", routing.DefaultPolicyConfig())
 	router := routing.NewRouter(policy, routing.Options{Rand: rand.New(rand.NewPCG(1, 2))})
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(reg)

@@ -67,8 +67,11 @@ type Policy interface {
 	Select(req *Request, cands []Candidate, s *Scratch) (int, Label)
 }
 
+// PolicyNames lists every policy, the default first.
+var PolicyNames = []string{"cache_aware", "round_robin", "random", "least_load", "sglang_cache_aware", "prefix_hash"}
+
 // NewPolicy returns the policy with the given config name.
-func NewPolicy(name string) (Policy, error) {
+func NewPolicy(name string, cfg PolicyConfig) (Policy, error) {
 	switch name {
 	case "round_robin":
 		return &RoundRobin{}, nil

@@ -15,6 +15,9 @@ type Request struct {
 	PromptTokens int // estimated
 	MaxTokens    int // requested output tokens; 0 when the client set none
 	Stream       bool
+	// Prefix is the chain of block hashes of the request's prompt
+	// (BlockHasher, ChainIDs); empty when unknown.
+	Prefix []uint64
 	// Exclude lists workers this request must not go to (failed attempts).
 	Exclude []string
 }

@@ -28,7 +28,7 @@ func endpoints(n int) fixedPool {
 
 func newRouter(t *testing.T, policy string, seed uint64, clock Clock) *Router {
 	t.Helper()
-	p, err := NewPolicy(policy)
+	p, err := NewPolicy(policy, DefaultPolicyConfig())
 	require.NoError(t, err)
 	if clock == nil {
 		clock = func() time.Time { return epoch }
@@ -243,7 +243,7 @@ func TestEstimatedWorkCapsOutput(t *testing.T) {
 }
 
 func BenchmarkRouteLeastLoad64(b *testing.B) {
-	p, _ := NewPolicy("least_load")
+	p, _ := NewPolicy("least_load", DefaultPolicyConfig())
 	r := NewRouter(p, Options{Clock: func() time.Time { return epoch }, Rand: rand.New(rand.NewPCG(1, 1))})
 	pool := endpoints(64)
 	req := &Request{Model: "m", PromptTokens: 1000}

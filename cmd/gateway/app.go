@@ -32,7 +32,7 @@ type app struct {
 }
 
 func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
-	policy, err := routing.NewPolicy(cfg.Routing.Policy)
+	policy, err := routing.NewPolicy(cfg.Routing.Policy, routing.DefaultPolicyConfig())
 	if err != nil {
 		return nil, err
 	}
