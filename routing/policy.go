@@ -30,14 +30,19 @@ type Candidate struct {
 }
 
 // Pressure is how full the worker is, 0 (idle) to 1 (full) and beyond:
-// max(KV usage, (running + waiting + reserved) / max_running). It is
-// unknown (ok false) without fresh telemetry or a capacity to divide by.
+// max(KV usage, (running + waiting + reserved) / max_running), either term
+// alone when only it is known. It is unknown (ok false) without fresh
+// telemetry, or with neither a capacity nor a KV usage.
 func (c *Candidate) Pressure() (p float64, ok bool) {
-	if !c.Fresh || c.Load.MaxRunning <= 0 {
+	if !c.Fresh {
 		return 0, false
 	}
-	p = float64(c.Load.Running+c.Load.Waiting+c.ReservedReqs) / float64(c.Load.MaxRunning)
-	return max(p, c.Load.KVUsage), true
+	p, ok = c.Load.KVUsage, c.Load.KVUsage >= 0
+	if c.Load.MaxRunning > 0 {
+		p = max(p, float64(c.Load.Running+c.Load.Waiting+c.ReservedReqs)/float64(c.Load.MaxRunning))
+		ok = true
+	}
+	return p, ok
 }
 
 // WorkTokens is the candidate's outstanding work in tokens, for size-aware
@@ -79,6 +84,12 @@ func NewPolicy(name string, cfg PolicyConfig) (Policy, error) {
 		return Random{}, nil
 	case "least_load":
 		return &LeastLoad{}, nil
+	case "cache_aware":
+		return NewCacheAware(cfg, NewIndex(cfg.IndexMaxBlocks, cfg.IndexTTL)), nil
+	case "sglang_cache_aware":
+		return NewSGLangCacheAware(cfg, NewIndex(cfg.IndexMaxBlocks, cfg.IndexTTL)), nil
+	case "prefix_hash":
+		return &PrefixHash{cfg: cfg}, nil
 	}
 	return nil, fmt.Errorf("unknown routing policy %q", name)
 }

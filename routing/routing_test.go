@@ -36,7 +36,7 @@ func newRouter(t *testing.T, policy string, seed uint64, clock Clock) *Router {
 	return NewRouter(p, Options{MaxAge: 5 * time.Second, OutputEstimateCap: 256, Clock: clock, Rand: rand.New(rand.NewPCG(seed, seed))})
 }
 
-var allPolicies = []string{"round_robin", "random", "least_load"}
+var allPolicies = PolicyNames
 
 // TestPolicyConformance runs every policy through the same contract.
 func TestPolicyConformance(t *testing.T) {
@@ -110,11 +110,12 @@ func TestPolicyConformance(t *testing.T) {
 				}
 				assert.Equal(t, run(), run())
 			})
-			t.Run("spreads equal load over every worker", func(t *testing.T) {
+			t.Run("spreads distinct prompts over every worker", func(t *testing.T) {
 				r := newRouter(t, name, 5, nil)
 				counts := map[string]int{}
-				for range 400 {
-					d, err := r.Route(&Request{Model: "m", PromptTokens: 100}, endpoints(4))
+				for i := range 400 {
+					prefix := ChainIDs(1, []uint64{uint64(i), 1, 2, 3, 4}, nil)
+					d, err := r.Route(&Request{Model: "m", PromptTokens: 100, Prefix: prefix}, endpoints(4))
 					require.NoError(t, err)
 					counts[d.Worker.ID]++
 					d.Done(OutcomeSuccess)

@@ -1,0 +1,192 @@
+package routing
+
+// Decision labels of cache_aware.
+const (
+	// LabelOwnerHit: a suitable owner of the longest matched prefix took it.
+	LabelOwnerHit Label = "owner_hit"
+	// LabelColdP2C: no usable owner (cold miss, or owners stale, excluded or
+	// gone): size-aware power of two choices.
+	LabelColdP2C Label = "cold_p2c"
+	// LabelPressureSpill: every owner pressured; one new owner was made.
+	LabelPressureSpill Label = "pressure_spill"
+	// LabelSpillCoalesced: every owner pressured and a spill is cooling
+	// down: the request joins its destination.
+	LabelSpillCoalesced Label = "spill_coalesced"
+	// LabelCeilingHold: every owner pressured at the replication ceiling:
+	// held on the least-pressured owner.
+	LabelCeilingHold Label = "ceiling_hold"
+	// LabelNoSafeHomeHold: every owner pressured and no worker anywhere is
+	// below the high-water mark: held on the least-pressured owner.
+	LabelNoSafeHomeHold Label = "no_safe_home_hold"
+)
+
+// CacheAware routes owner-first: a request goes to a worker that holds its
+// longest prefix unless every such owner is pressured, and only then may the
+// prefix grow one more owner, up to a ceiling. Pressure is ranked and
+// filtered inside the owner set only, never against the fleet: one unrelated
+// hot worker must not make every prefix abandon its cache. (The incident
+// this answers: one worker with 38 running and 64–102 waiting on a shared
+// prefix while peers idled, because replication was treated as a target and
+// fleet-wide imbalance drove churn instead of relief.)
+type CacheAware struct {
+	cfg    PolicyConfig
+	index  *Index
+	spills *protections
+	avg    avgWork
+
+	owners    []Owner // scratch, reused under the router's lock
+	ownerIdx  []int
+	pressures []float64
+	others    []Candidate
+	otherIdx  []int
+}
+
+var _ Policy = (*CacheAware)(nil)
+
+// NewCacheAware returns the cache_aware policy with its own index.
+func NewCacheAware(cfg PolicyConfig, index *Index) *CacheAware {
+	return &CacheAware{cfg: cfg, index: index, spills: newProtections(1 << 16)}
+}
+
+// Name implements Policy.
+func (*CacheAware) Name() string { return "cache_aware" }
+
+// Index is the policy's ownership index.
+func (p *CacheAware) Index() *Index { return p.index }
+
+// Select implements Policy.
+func (p *CacheAware) Select(req *Request, cands []Candidate, s *Scratch) (int, Label) {
+	avg := p.avg.observe(s.Work)
+	if len(req.Prefix) == 0 {
+		return PowerOfTwo(cands, s, avg), LabelColdP2C
+	}
+	matched, owners := p.index.Match(req.Prefix, s.Now, p.owners[:0])
+	p.owners = owners
+
+	// The owners that can take this request now; the rest are unhealthy,
+	// draining, excluded by a retry or gone, and fall back below.
+	p.ownerIdx, p.pressures = p.ownerIdx[:0], p.pressures[:0]
+	for _, o := range owners {
+		for i := range cands {
+			if cands[i].ID == o.Worker {
+				p.ownerIdx = append(p.ownerIdx, i)
+				p.pressures = append(p.pressures, pressureOrZero(&cands[i]))
+				break
+			}
+		}
+	}
+	if len(p.ownerIdx) == 0 {
+		i := PowerOfTwo(cands, s, avg)
+		p.record(req.Prefix, cands[i].ID, s)
+		return i, LabelColdP2C
+	}
+
+	minP := p.pressures[0]
+	for _, pr := range p.pressures[1:] {
+		minP = min(minP, pr)
+	}
+	best := -1
+	for k, i := range p.ownerIdx {
+		pr := p.pressures[k]
+		if pr >= p.cfg.PressureHighWater || pr > minP+p.cfg.PressureSlack {
+			continue
+		}
+		if best < 0 || lessReserved(&cands[i], pr, &cands[p.ownerIdx[best]], p.pressures[best]) {
+			best = k
+		}
+	}
+	if best >= 0 {
+		i := p.ownerIdx[best]
+		p.record(req.Prefix, cands[i].ID, s)
+		return i, LabelOwnerHit
+	}
+	return p.pressured(req, matched, len(owners), cands, s, avg)
+}
+
+// pressured decides for a prefix whose every usable owner is pressured.
+func (p *CacheAware) pressured(req *Request, matched, ownerCount int, cands []Candidate, s *Scratch, avg int) (int, Label) {
+	key := req.Prefix[matched-1]
+	prot := p.spills.get(key, s.Now)
+	if prot.current(s.Now) == SpillCooling {
+		for i := range cands {
+			if cands[i].ID == prot.dest {
+				p.record(req.Prefix, prot.dest, s)
+				return i, LabelSpillCoalesced
+			}
+		}
+	}
+	hold := p.leastPressuredOwner()
+	if p.cfg.MaxCachedOwnersPerPrefix <= 0 || ownerCount >= p.cfg.MaxCachedOwnersPerPrefix {
+		p.record(req.Prefix, cands[hold].ID, s)
+		return hold, LabelCeilingHold
+	}
+	// A destination: a non-owner below the high-water mark (unknown
+	// pressure fails open), chosen by size-aware power of two choices.
+	p.others, p.otherIdx = p.others[:0], p.otherIdx[:0]
+	for i := range cands {
+		if p.isOwner(i) {
+			continue
+		}
+		if pr, ok := cands[i].Pressure(); ok && pr >= p.cfg.PressureHighWater {
+			continue
+		}
+		p.others = append(p.others, cands[i])
+		p.otherIdx = append(p.otherIdx, i)
+	}
+	if len(p.others) == 0 {
+		p.record(req.Prefix, cands[hold].ID, s)
+		return hold, LabelNoSafeHomeHold
+	}
+	i := p.otherIdx[PowerOfTwo(p.others, s, avg)]
+	dest := cands[i].ID
+	prot.spill(dest, s.Now, p.cfg.SpillCooldown)
+	p.spills.put(key, prot, s.Now)
+	p.index.Record(req.Prefix[:matched], dest, KindProvisional, s.Now, p.cfg.SpillCooldown)
+	p.record(req.Prefix, dest, s)
+	return i, LabelPressureSpill
+}
+
+func (p *CacheAware) isOwner(i int) bool {
+	for _, j := range p.ownerIdx {
+		if j == i {
+			return true
+		}
+	}
+	return false
+}
+
+func (p *CacheAware) leastPressuredOwner() int {
+	best := 0
+	for k := range p.ownerIdx {
+		if p.pressures[k] < p.pressures[best] {
+			best = k
+		}
+	}
+	return p.ownerIdx[best]
+}
+
+// record marks the chosen worker as an approximate owner of the request's
+// whole prefix: the next request that extends it finds it there.
+func (p *CacheAware) record(prefix []uint64, worker string, s *Scratch) {
+	p.index.Record(prefix, worker, KindApproximate, s.Now, 0)
+}
+
+// pressureOrZero is a candidate's pressure, or 0 when unknown: missing or
+// stale telemetry fails open to known owners, which then compete on
+// reserved work alone.
+func pressureOrZero(c *Candidate) float64 {
+	pr, _ := c.Pressure()
+	return pr
+}
+
+// lessReserved orders suitable owners: less work reserved since the last
+// sample first, then lower pressure, then less in-flight work.
+func lessReserved(a *Candidate, pa float64, b *Candidate, pb float64) bool {
+	if a.ReservedTokens != b.ReservedTokens {
+		return a.ReservedTokens < b.ReservedTokens
+	}
+	if pa != pb {
+		return pa < pb
+	}
+	return a.InflightTokens < b.InflightTokens
+}

@@ -1,0 +1,381 @@
+package routing
+
+import (
+	"sync"
+	"time"
+)
+
+// OwnerKind says how the index learned that a worker holds a block.
+type OwnerKind uint8
+
+const (
+	// KindApproximate: kvgate routed a request with this prefix there. It
+	// ages out (Index TTL, LRU under the memory bound).
+	KindApproximate OwnerKind = iota + 1
+	// KindProvisional: a pressure-spill destination, visible at once so that
+	// concurrent spills coalesce on it; it lapses to approximate when its
+	// spill cooldown ends.
+	KindProvisional
+	// KindAuthoritative: reported by the engine's KV events (not yet wired);
+	// never pruned to enforce a replication ceiling.
+	KindAuthoritative
+	// KindSeeding: a distribution seed in flight, invisible to ordinary
+	// routing until it commits (issue #4).
+	KindSeeding
+)
+
+func (k OwnerKind) String() string {
+	switch k {
+	case KindApproximate:
+		return "approximate"
+	case KindProvisional:
+		return "provisional"
+	case KindAuthoritative:
+		return "authoritative"
+	case KindSeeding:
+		return "seeding"
+	}
+	return "none"
+}
+
+// Owner is a worker that holds a matched prefix.
+type Owner struct {
+	Worker  string
+	Kind    OwnerKind
+	LastUse time.Time
+}
+
+// indexTick is the index's time resolution: last-use times and provisional
+// deadlines are stored as 32-bit counts of ticks since the index's epoch
+// (13 years of range), keeping an owner to 8 bytes.
+const indexTick = 100 * time.Millisecond
+
+// maxOwnersPerBlock bounds an entry's owner list; a block already held by
+// this many workers loses its least recently used owner to a new one. The
+// replication ceiling keeps cache_aware well below it.
+const maxOwnersPerBlock = 6
+
+type blockOwner struct {
+	slot    uint16 // worker slot + 1; 0 = empty
+	kind    OwnerKind
+	_       uint8
+	lastUse uint32 // ticks
+	until   uint32 // provisional: ticks until which the kind holds
+}
+
+// entry is one block: no pointers, so the slab is never scanned by the GC.
+type entry struct {
+	hash       uint64
+	prev, next int32 // LRU list; -1 ends
+	owners     [maxOwnersPerBlock]blockOwner
+}
+
+// Index maps block hashes to the workers that hold them. It is bounded
+// (LRU over blocks), ages out approximate ownership (TTL), and is safe for
+// concurrent use.
+type Index struct {
+	maxBlocks int
+	ttl       uint32 // ticks
+	epoch     time.Time
+
+	mu         sync.Mutex
+	slots      map[uint64]int32 // block hash → entry
+	entries    []entry
+	head, tail int32 // most and least recently used
+
+	workers    []string // slot → worker id ("" = free)
+	workerSlot map[string]uint16
+	blocks     []int // slot → blocks owned, for policies that weigh a worker's cache size
+}
+
+// NewIndex returns an index of at most maxBlocks blocks whose approximate
+// ownership lapses after ttl unused. Its clock is anchored at its first use,
+// so the gateway's wall clock and the fleet simulator's virtual clock both
+// get the full 13-year range of 32-bit ticks.
+func NewIndex(maxBlocks int, ttl time.Duration) *Index {
+	if maxBlocks < 1 {
+		maxBlocks = 1
+	}
+	return &Index{
+		maxBlocks:  maxBlocks,
+		ttl:        uint32(max(ttl/indexTick, 1)),
+		slots:      make(map[uint64]int32, min(maxBlocks, 1<<16)),
+		head:       -1,
+		tail:       -1,
+		workerSlot: map[string]uint16{},
+	}
+}
+
+func (x *Index) tick(t time.Time) uint32 {
+	if x.epoch.IsZero() {
+		x.epoch = t.Add(-indexTick)
+	}
+	d := t.Sub(x.epoch)
+	if d < 0 {
+		return 0
+	}
+	return uint32(d / indexTick)
+}
+
+// Len is the number of blocks indexed.
+func (x *Index) Len() int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	return len(x.slots)
+}
+
+// WorkerBlocks is the number of blocks worker holds.
+func (x *Index) WorkerBlocks(worker string) int {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if s, ok := x.workerSlot[worker]; ok {
+		return x.blocks[s]
+	}
+	return 0
+}
+
+// valid reports whether o still counts at now.
+func (x *Index) valid(o *blockOwner, now uint32) bool {
+	if o.slot == 0 {
+		return false
+	}
+	switch o.kind {
+	case KindApproximate, KindProvisional:
+		return now-o.lastUse <= x.ttl || o.lastUse > now
+	}
+	return true
+}
+
+// Match finds the longest indexed prefix of prefix: the number of leading
+// blocks that some worker holds, and the workers holding the deepest of
+// them (appended to dst). Seeding owners are never returned: a seed is
+// invisible to ordinary routing until it commits.
+func (x *Index) Match(prefix []uint64, now time.Time, dst []Owner) (matched int, owners []Owner) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	t := x.tick(now)
+	deepest := int32(-1)
+	for i, h := range prefix {
+		e, ok := x.slots[h]
+		if !ok || !x.anyVisible(&x.entries[e], t) {
+			break
+		}
+		deepest = e
+		matched = i + 1
+	}
+	if deepest < 0 {
+		return 0, dst
+	}
+	// Touch the matched chain deepest-first, so its shallow blocks end most
+	// recent and LRU evicts prefixes from their tails.
+	for i := matched - 1; i >= 0; i-- {
+		x.touch(x.slots[prefix[i]])
+	}
+	e := &x.entries[deepest]
+	for j := range e.owners {
+		o := &e.owners[j]
+		if !x.valid(o, t) || o.kind == KindSeeding {
+			continue
+		}
+		kind := o.kind
+		if kind == KindProvisional && t > o.until {
+			kind = KindApproximate
+		}
+		dst = append(dst, Owner{Worker: x.workers[o.slot-1], Kind: kind, LastUse: x.epoch.Add(time.Duration(o.lastUse) * indexTick)})
+	}
+	return matched, dst
+}
+
+func (x *Index) anyVisible(e *entry, t uint32) bool {
+	for j := range e.owners {
+		if x.valid(&e.owners[j], t) && e.owners[j].kind != KindSeeding {
+			return true
+		}
+	}
+	return false
+}
+
+// Record marks worker as an owner of every block of prefix. A provisional
+// record holds its kind until now+hold; an approximate one refreshes the
+// last use of an existing provisional owner without demoting it.
+func (x *Index) Record(prefix []uint64, worker string, kind OwnerKind, now time.Time, hold time.Duration) {
+	if len(prefix) == 0 {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	slot := x.slotFor(worker)
+	t := x.tick(now)
+	until := t + uint32(hold/indexTick)
+	for i := len(prefix) - 1; i >= 0; i-- { // deepest first: see Match
+		e := x.entryFor(prefix[i])
+		x.setOwner(&x.entries[e], slot, kind, t, until)
+	}
+}
+
+func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32) {
+	free, oldest := -1, -1
+	for j := range e.owners {
+		o := &e.owners[j]
+		if o.slot == slot+1 {
+			o.lastUse = t
+			if kind > o.kind || (kind == KindProvisional && until > o.until) {
+				if o.kind != KindAuthoritative {
+					o.kind = kind
+					o.until = until
+				}
+			}
+			return
+		}
+		if o.slot == 0 || !x.valid(o, t) {
+			if o.slot != 0 {
+				x.blocks[o.slot-1]--
+				*o = blockOwner{}
+			}
+			if free < 0 {
+				free = j
+			}
+		} else if o.kind != KindAuthoritative && (oldest < 0 || o.lastUse < e.owners[oldest].lastUse) {
+			oldest = j
+		}
+	}
+	if free < 0 {
+		if oldest < 0 {
+			return // every owner authoritative: the engine's word stands
+		}
+		x.blocks[e.owners[oldest].slot-1]--
+		free = oldest
+	}
+	e.owners[free] = blockOwner{slot: slot + 1, kind: kind, lastUse: t, until: until}
+	x.blocks[slot]++
+}
+
+// RemoveWorker drops every block ownership of worker (it left the fleet).
+func (x *Index) RemoveWorker(worker string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	slot, ok := x.workerSlot[worker]
+	if !ok {
+		return
+	}
+	for i := range x.entries {
+		e := &x.entries[i]
+		for j := range e.owners {
+			if e.owners[j].slot == slot+1 {
+				e.owners[j] = blockOwner{}
+			}
+		}
+	}
+	delete(x.workerSlot, worker)
+	x.workers[slot] = ""
+	x.blocks[slot] = 0
+}
+
+// Forget drops worker's ownership of the blocks of prefix (a seed that
+// failed, an owner quarantined for this prefix).
+func (x *Index) Forget(prefix []uint64, worker string) {
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	slot, ok := x.workerSlot[worker]
+	if !ok {
+		return
+	}
+	for _, h := range prefix {
+		e, ok := x.slots[h]
+		if !ok {
+			continue
+		}
+		for j := range x.entries[e].owners {
+			if x.entries[e].owners[j].slot == slot+1 {
+				x.entries[e].owners[j] = blockOwner{}
+				x.blocks[slot]--
+			}
+		}
+	}
+}
+
+func (x *Index) slotFor(worker string) uint16 {
+	if s, ok := x.workerSlot[worker]; ok {
+		return s
+	}
+	for i, w := range x.workers {
+		if w == "" {
+			x.workers[i] = worker
+			x.workerSlot[worker] = uint16(i)
+			return uint16(i)
+		}
+	}
+	x.workers = append(x.workers, worker)
+	x.blocks = append(x.blocks, 0)
+	s := uint16(len(x.workers) - 1)
+	x.workerSlot[worker] = s
+	return s
+}
+
+// entryFor returns h's entry, inserting it (and evicting the least recently
+// used block when full); the entry becomes the most recently used.
+func (x *Index) entryFor(h uint64) int32 {
+	if e, ok := x.slots[h]; ok {
+		x.touch(e)
+		return e
+	}
+	var e int32
+	switch {
+	case len(x.entries) < x.maxBlocks:
+		x.entries = append(x.entries, entry{})
+		e = int32(len(x.entries) - 1)
+	default:
+		e = x.tail
+		x.evict(e)
+	}
+	x.entries[e] = entry{hash: h, prev: -1, next: -1}
+	x.slots[h] = e
+	x.pushFront(e)
+	return e
+}
+
+func (x *Index) evict(e int32) {
+	old := &x.entries[e]
+	for j := range old.owners {
+		if old.owners[j].slot != 0 {
+			x.blocks[old.owners[j].slot-1]--
+		}
+	}
+	delete(x.slots, old.hash)
+	x.unlink(e)
+}
+
+func (x *Index) touch(e int32) {
+	if x.head == e {
+		return
+	}
+	x.unlink(e)
+	x.pushFront(e)
+}
+
+func (x *Index) unlink(e int32) {
+	en := &x.entries[e]
+	if en.prev >= 0 {
+		x.entries[en.prev].next = en.next
+	} else if x.head == e {
+		x.head = en.next
+	}
+	if en.next >= 0 {
+		x.entries[en.next].prev = en.prev
+	} else if x.tail == e {
+		x.tail = en.prev
+	}
+	en.prev, en.next = -1, -1
+}
+
+func (x *Index) pushFront(e int32) {
+	en := &x.entries[e]
+	en.prev, en.next = -1, x.head
+	if x.head >= 0 {
+		x.entries[x.head].prev = e
+	}
+	x.head = e
+	if x.tail < 0 {
+		x.tail = e
+	}
+}

@@ -1,0 +1,78 @@
+package routing
+
+// Decision labels of sglang_cache_aware.
+const (
+	LabelSGLangBalance   Label = "sglang_balance"
+	LabelSGLangCacheHit  Label = "sglang_cache_hit"
+	LabelSGLangCacheMiss Label = "sglang_cache_miss"
+)
+
+// SGLangCacheAware is the classic approximate-tree policy of SGLang's
+// router, for comparison: when in-flight counts are imbalanced (max − min
+// above BalanceAbs and max above min × BalanceRel) the least-loaded worker
+// takes the request; otherwise the worker with the longest cached match
+// takes it if its match rate exceeds CacheThreshold, else the worker with
+// the smallest cache. Load is measured only in request counts and only the
+// fleet-wide imbalance moves traffic off a hot prefix.
+type SGLangCacheAware struct {
+	cfg   PolicyConfig
+	index *Index
+	scr   []Owner
+}
+
+var _ Policy = (*SGLangCacheAware)(nil)
+
+// NewSGLangCacheAware returns the policy with its own index.
+func NewSGLangCacheAware(cfg PolicyConfig, index *Index) *SGLangCacheAware {
+	return &SGLangCacheAware{cfg: cfg, index: index}
+}
+
+// Name implements Policy.
+func (*SGLangCacheAware) Name() string { return "sglang_cache_aware" }
+
+// Index is the policy's ownership index.
+func (p *SGLangCacheAware) Index() *Index { return p.index }
+
+// Select implements Policy.
+func (p *SGLangCacheAware) Select(req *Request, cands []Candidate, s *Scratch) (int, Label) {
+	lo, hi := 0, 0
+	for i := range cands {
+		if cands[i].Load.Inflight < cands[lo].Load.Inflight {
+			lo = i
+		}
+		if cands[i].Load.Inflight > cands[hi].Load.Inflight {
+			hi = i
+		}
+	}
+	minLoad, maxLoad := cands[lo].Load.Inflight, cands[hi].Load.Inflight
+	if maxLoad-minLoad > p.cfg.BalanceAbs && float64(maxLoad) > float64(minLoad)*p.cfg.BalanceRel {
+		p.index.Record(req.Prefix, cands[lo].ID, KindApproximate, s.Now, 0)
+		return lo, LabelSGLangBalance
+	}
+	if len(req.Prefix) > 0 {
+		matched, owners := p.index.Match(req.Prefix, s.Now, p.scr[:0])
+		p.scr = owners
+		if float64(matched)/float64(len(req.Prefix)) > p.cfg.CacheThreshold {
+			best := -1
+			for _, o := range owners {
+				for i := range cands {
+					if cands[i].ID == o.Worker && (best < 0 || cands[i].Load.Inflight < cands[best].Load.Inflight) {
+						best = i
+					}
+				}
+			}
+			if best >= 0 {
+				p.index.Record(req.Prefix, cands[best].ID, KindApproximate, s.Now, 0)
+				return best, LabelSGLangCacheHit
+			}
+		}
+	}
+	smallest := 0
+	for i := range cands {
+		if p.index.WorkerBlocks(cands[i].ID) < p.index.WorkerBlocks(cands[smallest].ID) {
+			smallest = i
+		}
+	}
+	p.index.Record(req.Prefix, cands[smallest].ID, KindApproximate, s.Now, 0)
+	return smallest, LabelSGLangCacheMiss
+}
