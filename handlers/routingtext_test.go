@@ -153,4 +153,3 @@ func BenchmarkRoutingText(b *testing.B) {
 		})
 	}
 }
-
