@@ -12,6 +12,9 @@ RUN CGO_ENABLED=0 go build -trimpath -ldflags="-s -w" -o /out/gateway ./cmd/gate
 FROM gcr.io/distroless/static-debian12:nonroot
 COPY --from=build /out/gateway /out/enginesim /usr/local/bin/
 USER nonroot:nonroot
+# In a container the gateway must listen beyond loopback; the config file or
+# KVGATE_LISTEN may still override this.
+ENV KVGATE_LISTEN=0.0.0.0:8080
 EXPOSE 8080
 ENTRYPOINT ["/usr/local/bin/gateway"]
 CMD ["--config", "/etc/kvgate/kvgate.yaml"]

@@ -57,10 +57,15 @@ fmt:
 docs: ## regenerate the README's configuration reference from the code
 	$(GO) run ./scripts/readme-reference
 
-fuzz: ## run each fuzz target for a while (the committed corpus runs in `make test`)
-	$(GO) test -run '^$$' -fuzz FuzzParseRequest -fuzztime 60s ./handlers/
-	$(GO) test -run '^$$' -fuzz FuzzParseVLLMMetrics -fuzztime 30s ./workers/
-	$(GO) test -run '^$$' -fuzz FuzzParseSGLangLoads -fuzztime 30s ./workers/
+FUZZ_TARGETS := \
+	handlers:FuzzParseRequest handlers:FuzzCompletionHandler handlers:FuzzRoutingText \
+	workers:FuzzParseVLLMMetrics workers:FuzzParseSGLangLoads workers:FuzzParseSGLangGetLoad workers:FuzzParseSGLangMetrics \
+	sim/simserver:FuzzDecodeRequest
+FUZZTIME ?= 30s
+
+fuzz: ## run every fuzz target for FUZZTIME (the committed corpus runs in `make test`)
+	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
+		echo "fuzz $$fn ($$pkg)"; $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; done
 
 clean:
 	rm -rf $(BIN)

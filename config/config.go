@@ -69,13 +69,15 @@ type Retry struct {
 type Upstream struct {
 	DialTimeout           time.Duration `koanf:"dial_timeout" doc:"TCP connect timeout to a worker."`
 	ResponseHeaderTimeout time.Duration `koanf:"response_header_timeout" doc:"Longest wait for a worker's response headers (non-streaming engines answer only when done)."`
+	IdleTimeout           time.Duration `koanf:"idle_timeout" doc:"An attempt whose worker sends nothing for this long fails (retried before the first byte, an error event after). Covers queueing and prefill before the first token."`
 	IdleConnsPerWorker    int           `koanf:"idle_conns_per_worker" doc:"Keep-alive connections kept open per worker."`
 	IdleConnTimeout       time.Duration `koanf:"idle_conn_timeout" doc:"How long an idle keep-alive connection is kept."`
 }
 
 // Limits protect the gateway from oversized input.
 type Limits struct {
-	MaxBodyBytes int64 `koanf:"max_body_bytes" doc:"Largest accepted request body; larger gets 413."`
+	MaxBodyBytes    int64         `koanf:"max_body_bytes" doc:"Largest accepted request body; larger gets 413."`
+	BodyReadTimeout time.Duration `koanf:"body_read_timeout" doc:"Longest time a client may take to send its request body."`
 }
 
 // Log configures the structured logger.
@@ -107,10 +109,11 @@ func Default() Config {
 		Upstream: Upstream{
 			DialTimeout:           5 * time.Second,
 			ResponseHeaderTimeout: 10 * time.Minute,
+			IdleTimeout:           5 * time.Minute,
 			IdleConnsPerWorker:    256,
 			IdleConnTimeout:       90 * time.Second,
 		},
-		Limits: Limits{MaxBodyBytes: 32 << 20},
+		Limits: Limits{MaxBodyBytes: 32 << 20, BodyReadTimeout: time.Minute},
 		Log:    Log{Level: "info", Format: "json", Requests: true},
 	}
 }

@@ -169,3 +169,22 @@ func TestReadmeReferenceIsCurrent(t *testing.T) {
 	assert.Equal(t, Reference(), s[i+len(begin):j],
 		"README config reference is stale: run `make docs` (go run ./cmd/gateway --config-reference)")
 }
+
+func TestBareNumberDurationsAreRejected(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("telemetry:\n  interval: 1\n"), 0o600))
+	_, err := load(t, []string{"--config", file}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "needs a unit")
+	assert.Contains(t, err.Error(), "interval")
+
+	_, err = load(t, nil, []string{"KVGATE_HEALTH__INTERVAL=1ms"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "health.interval: must be at least 10ms")
+}
+
+func TestWorkersCannotComeFromTheEnvironment(t *testing.T) {
+	_, err := load(t, []string{"--config", "../examples/minimal.yaml"}, []string{"KVGATE_WORKERS__0__URL=http://x"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "env_workers_0_url: unknown key")
+}

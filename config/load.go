@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/go-viper/mapstructure/v2"
 	"github.com/knadh/koanf/parsers/yaml"
 	"github.com/knadh/koanf/providers/confmap"
 	"github.com/knadh/koanf/providers/env/v2"
@@ -113,7 +114,7 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 	}
 
 	var c Config
-	if err := k.Unmarshal("", &c); err != nil {
+	if err := k.UnmarshalWithConf("", &c, koanf.UnmarshalConf{DecoderConfig: decoderConfig(&c)}); err != nil {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	c.applyWorkerDefaults()
@@ -124,13 +125,50 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 }
 
 // envKey maps KVGATE_ROUTING__POLICY to routing.policy; KVGATE_CONFIG names
-// the file and is not a key.
+// the file and is not a key. The worker list cannot be set from the
+// environment (its items have no stable names there): such a variable
+// becomes a key that validation reports, rather than silently replacing the
+// file's list.
 func envKey(name, value string) (string, any) {
 	key := strings.ToLower(strings.TrimPrefix(name, EnvPrefix))
 	if key == configFlag {
 		return "", nil
 	}
-	return strings.ReplaceAll(key, "__", "."), value
+	key = strings.ReplaceAll(key, "__", ".")
+	if key == "workers" || strings.HasPrefix(key, "workers.") {
+		return "env_" + strings.ReplaceAll(key, ".", "_"), value
+	}
+	return key, value
+}
+
+// decoderConfig decodes into c like koanf's default, except that a bare
+// number is refused for a duration: "interval: 5" would mean 5 ns.
+func decoderConfig(c *Config) *mapstructure.DecoderConfig {
+	return &mapstructure.DecoderConfig{
+		DecodeHook: mapstructure.ComposeDecodeHookFunc(
+			rejectBareDurations,
+			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.TextUnmarshallerHookFunc()),
+		WeaklyTypedInput: true,
+		Result:           c,
+		TagName:          "koanf",
+	}
+}
+
+func rejectBareDurations(from, to reflect.Type, data any) (any, error) {
+	if to != durationType {
+		return data, nil
+	}
+	switch from.Kind() {
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64,
+		reflect.Float32, reflect.Float64:
+		if d, ok := data.(time.Duration); ok {
+			return d, nil // a default already typed as a duration
+		}
+		return nil, fmt.Errorf("duration %v needs a unit, such as \"%vs\" or \"%vms\"", data, data, data)
+	}
+	return data, nil
 }
 
 func lookupEnv(environ []string, name string) string {

@@ -31,8 +31,9 @@ func (e *ValidationError) Error() string {
 	return fmt.Sprintf("invalid configuration (%d problems):\n%s", len(e.Problems), strings.Join(lines, "\n"))
 }
 
-// Policies are the routing policy names this build knows.
-var Policies = []string{"round_robin", "random", "least_load"}
+// Policies are the routing policy names this build knows; a test in
+// cmd/gateway keeps the list equal to the routing package's.
+var Policies = []string{"cache_aware", "round_robin", "random", "least_load", "sglang_cache_aware", "prefix_hash"}
 
 // Engines are the telemetry formats a worker may speak.
 var Engines = []string{"vllm", "sglang", "auto"}
@@ -46,6 +47,16 @@ func (p *problems) add(path, format string, args ...any) {
 func (p *problems) positive(path string, d time.Duration) {
 	if d <= 0 {
 		p.add(path, "must be a positive duration, got %s", d)
+	}
+}
+
+// minPollInterval keeps a typo from turning a poll loop into a busy loop
+// against every worker.
+const minPollInterval = 10 * time.Millisecond
+
+func (p *problems) interval(path string, d time.Duration) {
+	if d < minPollInterval {
+		p.add(path, "must be at least %s, got %s", minPollInterval, d)
 	}
 }
 
@@ -69,7 +80,7 @@ func (c *Config) Validate() error {
 		p.add("routing.policy", "unknown policy %q (want one of %s)", c.Routing.Policy, strings.Join(Policies, ", "))
 	}
 	p.atLeast("routing.output_estimate_cap", c.Routing.OutputEstimateCap, 1)
-	p.positive("telemetry.interval", c.Telemetry.Interval)
+	p.interval("telemetry.interval", c.Telemetry.Interval)
 	p.positive("telemetry.max_age", c.Telemetry.MaxAge)
 	p.positive("telemetry.timeout", c.Telemetry.Timeout)
 	if c.Telemetry.Timeout > c.Telemetry.Interval {
@@ -78,7 +89,7 @@ func (c *Config) Validate() error {
 	if c.Telemetry.MaxAge > 0 && c.Telemetry.MaxAge < c.Telemetry.Interval {
 		p.add("telemetry.max_age", "must be at least telemetry.interval (%s), or every sample is stale, got %s", c.Telemetry.Interval, c.Telemetry.MaxAge)
 	}
-	p.positive("health.interval", c.Health.Interval)
+	p.interval("health.interval", c.Health.Interval)
 	p.positive("health.timeout", c.Health.Timeout)
 	if !strings.HasPrefix(c.Health.Path, "/") {
 		p.add("health.path", "must start with /, got %q", c.Health.Path)
@@ -100,6 +111,12 @@ func (c *Config) Validate() error {
 	p.positive("upstream.response_header_timeout", c.Upstream.ResponseHeaderTimeout)
 	p.atLeast("upstream.idle_conns_per_worker", c.Upstream.IdleConnsPerWorker, 1)
 	p.positive("upstream.idle_conn_timeout", c.Upstream.IdleConnTimeout)
+	if c.Upstream.IdleTimeout < 0 {
+		p.add("upstream.idle_timeout", "must not be negative (0 disables it), got %s", c.Upstream.IdleTimeout)
+	}
+	if c.Limits.BodyReadTimeout < 0 {
+		p.add("limits.body_read_timeout", "must not be negative (0 disables it), got %s", c.Limits.BodyReadTimeout)
+	}
 	if c.Limits.MaxBodyBytes < 1024 {
 		p.add("limits.max_body_bytes", "must be at least 1024, got %d", c.Limits.MaxBodyBytes)
 	}

@@ -68,7 +68,7 @@ func BenchmarkSSERelay(b *testing.B) {
 		rd.Reset(body)
 		resp := &http.Response{StatusCode: 200, Header: header, Body: io.NopCloser(rd)}
 		rec := requestRecord{start: time.Now()}
-		if res := g.relayStream(w, r, wk, nil, resp, &rec); res.verdict != answered || res.outcome != routing.OutcomeSuccess {
+		if res := g.relayStream(w, r, r.Context(), wk, &routing.Decision{Label: "bench"}, resp, &rec); res.verdict != answered || res.outcome != routing.OutcomeSuccess {
 			b.Fatalf("relay failed: %+v", res)
 		}
 	}
@@ -96,7 +96,7 @@ func BenchmarkGatewayProxy(b *testing.B) {
 	if _, err := reg.Add(workers.Spec{ID: "a", URL: simSrv.URL, Models: []string{"sim"}, Engine: workers.EngineVLLM}); err != nil {
 		b.Fatal(err)
 	}
-	for !reg.AnyRoutable() {
+	for !reg.AnyServing() {
 		time.Sleep(time.Millisecond)
 	}
 	policy, _ := routing.NewPolicy("least_load", routing.DefaultPolicyConfig())

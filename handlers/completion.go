@@ -4,12 +4,11 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"io"
+	"github.com/kvgate/kvgate/workers"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
 	"strconv"
-	"sync"
 	"time"
 )
 
@@ -25,12 +24,15 @@ type requestRecord struct {
 	start    time.Time
 	ttft     time.Duration // 0 when no byte reached the client
 	err      string
+	// streamFailed: the status was 200 but the stream broke off after its
+	// first event; the log line says so at warning level.
+	streamFailed bool
 }
 
-var bodyBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
-
-// maxPooledBody keeps one huge request from pinning its buffer in the pool.
-const maxPooledBody = 1 << 20
+// maxBodyPrealloc bounds the buffer reserved from a request's declared
+// Content-Length before its bytes arrive: a client must not make the
+// gateway allocate memory it has not sent.
+const maxBodyPrealloc = 64 << 10
 
 // completion serves POST /v1/chat/completions and /v1/completions.
 func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
@@ -39,49 +41,60 @@ func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
 		w.Header()["X-Request-Id"] = []string{rec.id}
 		defer g.finish(&rec)
 
-		buf := bodyBuffers.Get().(*bytes.Buffer)
-		buf.Reset()
-		defer func() {
-			if buf.Cap() <= maxPooledBody {
-				bodyBuffers.Put(buf)
-			}
-		}()
-		if aerr := g.readBody(w, r, buf); aerr != nil {
+		// The body is not pooled: the transport may still be reading it
+		// after the worker answered, and it must outlive every attempt.
+		body, aerr := g.readBody(w, r)
+		if aerr != nil {
 			g.fail(w, &rec, aerr)
 			return
 		}
-		p, aerr := parseRequest(buf.Bytes(), ep)
+		p, aerr := parseRequest(body, ep)
 		if aerr != nil {
 			g.fail(w, &rec, aerr)
 			return
 		}
 		rec.stream = p.Stream
-		if !g.opts.Registry.KnowsModel(p.Model) {
+		switch g.opts.Registry.KnowsModel(p.Model) {
+		case workers.ModelUnknown:
 			g.fail(w, &rec, errModelNotFound(p.Model))
+			return
+		case workers.ModelPending:
+			// Some worker has not told us its models yet: "not found" would
+			// be final to the client, so say "not now".
+			g.fail(w, &rec, errNoWorker(p.Model))
 			return
 		}
 		rec.model = p.Model
-		g.proxy(w, r, ep, p, buf.Bytes(), &rec)
+		g.proxy(w, r, ep, p, body, nil, &rec)
 	}
 }
 
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, buf *bytes.Buffer) *apiError {
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	limit := g.opts.MaxBodyBytes
 	if r.ContentLength > limit {
-		return errBodyTooLarge(limit)
+		return nil, errBodyTooLarge(limit)
 	}
-	if r.ContentLength > 0 {
-		buf.Grow(int(r.ContentLength))
+	rc := http.NewResponseController(w)
+	if g.opts.BodyReadTimeout > 0 {
+		_ = rc.SetReadDeadline(g.opts.Now().Add(g.opts.BodyReadTimeout))
 	}
+	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 512), maxBodyPrealloc)))
 	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
 	if err == nil {
-		return nil
+		if g.opts.BodyReadTimeout > 0 {
+			_ = rc.SetReadDeadline(time.Time{}) // the connection may serve the next request
+		}
+		return buf.Bytes(), nil
 	}
+	// The deadline stays: after an error net/http would drain the unread
+	// body to reuse the connection, and a client that never sends it must
+	// not hold the connection open.
+	w.Header().Set("Connection", "close")
 	var tooLarge *http.MaxBytesError
 	if errors.As(err, &tooLarge) {
-		return errBodyTooLarge(limit)
+		return nil, errBodyTooLarge(limit)
 	}
-	return errBadRequest("", "Could not read the request body: "+err.Error())
+	return nil, errBadRequest("", "Could not read the request body: "+err.Error())
 }
 
 func (g *Gateway) fail(w http.ResponseWriter, rec *requestRecord, e *apiError) {
@@ -104,7 +117,7 @@ func (g *Gateway) finish(rec *requestRecord) {
 		return
 	}
 	level := slog.LevelInfo
-	if rec.status >= 500 {
+	if rec.status >= 500 || rec.streamFailed {
 		level = slog.LevelWarn
 	}
 	attrs := []slog.Attr{
@@ -167,11 +180,4 @@ func printable(s string) bool {
 		}
 	}
 	return true
-}
-
-// drain reads what is left of an upstream body (bounded) so its connection
-// can be reused, and closes it.
-func drain(body io.ReadCloser) {
-	_, _ = io.CopyN(io.Discard, body, 64<<10)
-	_ = body.Close()
 }

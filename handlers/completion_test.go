@@ -125,8 +125,9 @@ func TestRetriesOnAnotherWorkerBeforeTheFirstByte(t *testing.T) {
 		require.Equal(t, 200, resp.StatusCode)
 		assert.Equal(t, "b", resp.Header.Get("X-Kvgate-Worker"))
 	}
+	assert.Equal(t, counterValue(t, h.reg.Metrics.UpstreamErrors.WithLabelValues("a", "status_5xx")), counterValue(t, h.gw.metrics.retries),
+		"every failure on a was retried once, on b")
 	assert.Positive(t, counterValue(t, h.gw.metrics.retries))
-	assert.Positive(t, counterValue(t, h.reg.Metrics.UpstreamErrors.WithLabelValues("a", "status_5xx")))
 	assert.Zero(t, h.inflightTotal())
 	assert.Zero(t, h.reservedTotal())
 }
@@ -201,6 +202,7 @@ func TestNoRoutableWorkerIs503(t *testing.T) {
 	h.reg.Workers()[0].Drain()
 	resp := h.post(t, "/v1/chat/completions", chatBody)
 	assert.Equal(t, 503, resp.StatusCode)
+	assert.Zero(t, counterValue(t, h.gw.metrics.retries))
 	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
 	e := decodeError(t, resp)
 	assert.Equal(t, "no_routable_worker", *e.Error.Code)

@@ -53,6 +53,9 @@ func FuzzCompletionHandler(f *testing.F) {
 			if rec.Code < 400 {
 				t.Fatalf("no worker, yet status %d", rec.Code)
 			}
+			if rec.Code == http.StatusInternalServerError {
+				t.Fatalf("the handler panicked on %q", body)
+			}
 			var e openAIError
 			if err := json.Unmarshal(rec.Body.Bytes(), &e); err != nil || e.Error.Message == "" || e.Error.Type == "" {
 				t.Fatalf("status %d without an OpenAI error object: %q", rec.Code, rec.Body.String())

@@ -18,67 +18,91 @@ import (
 type verdict int
 
 const (
+	// gone: the client went away; stop without answering. (The zero value:
+	// an attempt that panics counts as gone for its releases.)
+	gone verdict = iota
 	// answered: the client has its answer (success, a passed-through 4xx,
 	// or a stream that failed after its first event); stop.
-	answered verdict = iota
+	answered
 	// retryable: nothing reached the client; try another worker.
 	retryable
-	// gone: the client went away; stop without answering.
-	gone
 )
 
-// attemptResult is one attempt's verdict, the routing outcome it reports,
-// and, for a retryable failure, the error the client gets if no attempt is left.
+// attemptResult is one attempt's verdict, what it tells routing and the
+// circuit breaker, and, for a retryable failure, what the client gets if no
+// attempt is left.
 type attemptResult struct {
 	verdict verdict
 	outcome routing.Outcome
-	err     *apiError
+	health  workers.Health
+	kind    string    // failure kind for kvgate_upstream_errors_total
+	err     *apiError // retryable: the error if this was the last attempt
+	replay  *replay   // retryable 429: the worker's answer, if it was the last
 }
 
-// proxy routes the request, sends it, and retries on another worker while
-// nothing has reached the client.
-func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *parsed, body []byte, rec *requestRecord) {
-	rreq := routing.Request{Model: p.Model, PromptTokens: p.promptTokens, MaxTokens: p.maxTokens(), Stream: p.Stream}
+// replay is a worker's answer kept to pass on if no other worker takes the request.
+type replay struct {
+	status     int
+	header     http.Header
+	body       []byte
+	retryAfter string
+}
+
+// proxy routes the request, sends it, and re-routes it to another worker
+// while nothing has reached the client.
+func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *parsed, body []byte, prefix []uint64, rec *requestRecord) {
+	rreq := routing.Request{Model: p.Model, PromptTokens: p.promptTokens, MaxTokens: p.maxTokens(), Stream: p.Stream, Prefix: prefix}
 	var last *apiError
+	var lastReplay *replay
 	for rec.attempts < g.opts.MaxAttempts {
-		if rec.attempts > 0 {
-			g.metrics.retries.Inc()
-			if !sleepBackoff(r.Context(), rec.attempts, g.opts.BackoffBase, g.opts.BackoffMax) {
-				rec.status = statusClientClosed
-				return
-			}
-		}
 		dec, err := g.opts.Router.Route(&rreq, g.pool)
 		if err != nil {
 			break
 		}
 		wk := g.opts.Registry.Get(dec.Worker.ID)
-		if wk == nil || !wk.Breaker.Begin(g.opts.Now()) {
-			// Removed, or its half-open trial was taken since routing looked:
-			// not an attempt, just a worker to skip.
+		if wk == nil || wk.Identity() != (workers.Identity{ID: dec.Worker.ID, Generation: dec.Worker.Generation, Revision: dec.Worker.Revision}) {
+			// Removed or replaced since routing looked: the decision was for
+			// another incarnation and fails closed. Not an attempt.
 			dec.Done(routing.OutcomeCancelled)
 			rreq.Exclude = append(rreq.Exclude, dec.Worker.ID)
 			continue
+		}
+		ticket, ok := wk.BeginAttempt(g.opts.Now())
+		if !ok {
+			// Its half-open trial was taken since routing looked: skip it.
+			dec.Done(routing.OutcomeCancelled)
+			rreq.Exclude = append(rreq.Exclude, dec.Worker.ID)
+			continue
+		}
+		if rec.attempts > 0 {
+			g.metrics.retries.Inc()
+			if !sleepBackoff(r.Context(), rec.attempts, g.opts.BackoffBase, g.opts.BackoffMax) {
+				wk.EndAttempt(ticket, workers.HealthNeutral, g.opts.Now())
+				dec.Done(routing.OutcomeCancelled)
+				rec.status, rec.err = statusClientClosed, "client closed the request"
+				return
+			}
 		}
 		rec.attempts++
 		rec.worker, rec.decision = wk.ID(), string(dec.Label)
 		g.metrics.decisions.WithLabelValues(p.Model, rec.decision).Inc()
 
-		release := wk.Acquire()
-		res := g.attempt(w, r, ep, wk, dec, body, rec)
-		release()
-		dec.Done(res.outcome)
-
+		res := g.attempt(w, r, ep, wk, dec, ticket, body, rec)
 		switch res.verdict {
 		case answered:
 			return
 		case gone:
-			rec.status = statusClientClosed
-			rec.err = "client closed the request"
+			rec.status, rec.err = statusClientClosed, "client closed the request"
 			return
 		}
-		last = res.err
+		last, lastReplay = res.err, res.replay
 		rreq.Exclude = append(rreq.Exclude, wk.ID())
+	}
+	if lastReplay != nil {
+		// The last worker tried was full (429) and no other could take the
+		// request: the client hears what that worker said, Retry-After too.
+		g.writeReplay(w, lastReplay, rec)
+		return
 	}
 	if last == nil {
 		last = errNoWorker(p.Model)
@@ -87,12 +111,25 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 }
 
 // attempt sends the request to wk once and relays or judges the answer.
+// Whatever happens, panics included, it releases the worker's in-flight
+// count, the routing decision and the breaker ticket exactly once.
 func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, ep endpoint, wk *workers.Worker,
-	dec *routing.Decision, body []byte, rec *requestRecord) attemptResult {
-	ctx := r.Context()
+	dec *routing.Decision, ticket workers.Ticket, body []byte, rec *requestRecord) (res attemptResult) {
+	release := wk.Acquire()
+	ctx, cancel := context.WithCancelCause(r.Context())
+	defer func() {
+		cancel(nil)
+		release()
+		dec.Done(res.outcome)
+		wk.EndAttempt(ticket, res.health, g.opts.Now())
+		if res.health == workers.HealthFailure || res.kind != "" {
+			g.opts.Registry.Metrics.UpstreamErrors.WithLabelValues(wk.ID(), res.kind).Inc()
+		}
+	}()
+	res.outcome = routing.OutcomeCancelled
+
 	up, err := wk.NewRequest(ctx, ep.path(), body)
 	if err != nil {
-		wk.Breaker.Neutral()
 		return attemptResult{verdict: retryable, outcome: routing.OutcomeCancelled, err: errInternal()}
 	}
 	up.Header["X-Request-Id"] = []string{rec.id}
@@ -101,86 +138,104 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, ep endpoint, w
 	}
 	resp, err := g.opts.Transport.RoundTrip(up)
 	if err != nil {
-		if ctx.Err() != nil {
-			wk.Breaker.Neutral()
+		if r.Context().Err() != nil {
 			return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
 		}
-		kind := transportErrorKind(err)
-		g.workerFailed(wk, kind)
-		return attemptResult{verdict: retryable, outcome: routing.OutcomeFailure,
-			err: errUpstream("Worker " + wk.ID() + " failed: " + kind + ".")}
+		return failed(transportErrorKind(err), errUpstream("Worker "+wk.ID()+" failed: "+transportErrorKind(err)+"."))
 	}
+	// From here on the worker must keep sending: a body that stalls longer
+	// than the idle timeout is a failed attempt, not a hung client.
+	resp.Body = newIdleBody(resp.Body, g.opts.IdleTimeout, cancel)
 
 	switch code := resp.StatusCode; {
 	case code >= 200 && code < 300:
 		if strings.HasPrefix(resp.Header.Get("Content-Type"), "text/event-stream") {
-			return g.relayStream(w, r, wk, dec, resp, rec)
+			return g.relayStream(w, r, ctx, wk, dec, resp, rec)
 		}
-		return g.relayBody(w, r, wk, dec, resp, rec)
+		return g.relayBody(w, r, ctx, wk, dec, resp, rec)
 	case code == http.StatusTooManyRequests:
-		// The worker is full, not broken: try another, and if none is left
-		// tell the client what the worker said.
-		g.opts.Registry.Metrics.UpstreamErrors.WithLabelValues(wk.ID(), "status_429").Inc()
-		wk.Breaker.Neutral()
-		return g.retryOrPass(w, wk, resp, rec, routing.OutcomeCancelled)
+		// Full, not broken: try another worker, and keep this answer in case
+		// none is left.
+		rp, err := readReplay(resp)
+		if err != nil {
+			return g.bodyFailed(r, ctx, wk, err)
+		}
+		return attemptResult{verdict: retryable, outcome: routing.OutcomeCancelled, health: workers.HealthNeutral,
+			kind: "status_429", replay: rp}
 	case code >= 400 && code < 500:
 		// The request's own fault: the worker's answer goes to the client as it is.
-		wk.Breaker.Neutral()
-		return g.passThrough(w, wk, dec, resp, rec)
+		rp, err := readReplay(resp)
+		if err != nil {
+			return g.bodyFailed(r, ctx, wk, err)
+		}
+		g.writeHeadFor(w, wk, dec)
+		g.writeReplay(w, rp, rec)
+		return attemptResult{verdict: answered, outcome: routing.OutcomeCancelled, health: workers.HealthNeutral}
 	case code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
-		g.workerFailed(wk, "status_5xx")
 		drain(resp.Body)
-		return attemptResult{verdict: retryable, outcome: routing.OutcomeFailure,
-			err: errUpstream("Worker " + wk.ID() + " answered " + resp.Status + ".")}
+		return failed("status_5xx", errUpstream("Worker "+wk.ID()+" answered "+resp.Status+"."))
 	default:
 		// A 500 is the worker failing this request; retrying it elsewhere
-		// would likely fail the same way, so the client hears of it now.
-		g.workerFailed(wk, "status_5xx")
+		// would most likely fail the same way, so the client hears of it now.
 		msg := upstreamMessage(resp)
 		g.fail(w, rec, errUpstream("Worker "+wk.ID()+" failed the request ("+resp.Status+"): "+msg))
-		return attemptResult{verdict: answered, outcome: routing.OutcomeFailure}
+		return attemptResult{verdict: answered, outcome: routing.OutcomeFailure, health: workers.HealthFailure, kind: "status_5xx"}
 	}
 }
 
-func (g *Gateway) workerFailed(wk *workers.Worker, kind string) {
-	g.opts.Registry.Metrics.UpstreamErrors.WithLabelValues(wk.ID(), kind).Inc()
-	wk.Breaker.Failure(g.opts.Now())
+// failed is a retryable worker failure of the given kind.
+func failed(kind string, e *apiError) attemptResult {
+	return attemptResult{verdict: retryable, outcome: routing.OutcomeFailure, health: workers.HealthFailure, kind: kind, err: e}
 }
 
-// retryOrPass keeps a retryable status's body so the last attempt can pass it on.
-func (g *Gateway) retryOrPass(w http.ResponseWriter, wk *workers.Worker, resp *http.Response, rec *requestRecord, o routing.Outcome) attemptResult {
-	if rec.attempts < g.opts.MaxAttempts {
-		drain(resp.Body)
-		return attemptResult{verdict: retryable, outcome: o, err: errUpstream("Worker " + wk.ID() + " answered " + resp.Status + ".")}
+// bodyFailed judges a failed read of a worker's body before anything was
+// sent: the client left, the worker stalled past the idle timeout, or the
+// worker broke off.
+func (g *Gateway) bodyFailed(r *http.Request, ctx context.Context, wk *workers.Worker, err error) attemptResult {
+	if r.Context().Err() != nil {
+		return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
 	}
-	return g.passThrough(w, wk, nil, resp, rec)
+	if errors.Is(context.Cause(ctx), errIdle) {
+		return failed("timeout", errUpstream("Worker "+wk.ID()+" stalled for "+g.opts.IdleTimeout.String()+"."))
+	}
+	if errors.Is(err, errEmptyAnswer) {
+		return failed("transport", errUpstream("Worker "+wk.ID()+" sent an empty answer."))
+	}
+	return failed("stream", errUpstream("Worker "+wk.ID()+" broke off its answer."))
 }
 
-// passThrough relays a worker's non-2xx answer unchanged.
-func (g *Gateway) passThrough(w http.ResponseWriter, wk *workers.Worker, dec *routing.Decision, resp *http.Response, rec *requestRecord) attemptResult {
+// readReplay keeps a worker's non-2xx answer (bounded) to relay later.
+func readReplay(resp *http.Response) (*replay, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
-		return attemptResult{verdict: retryable, outcome: routing.OutcomeFailure, err: errUpstream("Worker " + wk.ID() + " broke off its answer.")}
+		return nil, err
 	}
-	g.writeHead(w, wk, dec, resp)
-	w.WriteHeader(resp.StatusCode)
-	_, _ = w.Write(body)
-	rec.status = resp.StatusCode
-	rec.err = string(body)
-	return attemptResult{verdict: answered, outcome: routing.OutcomeCancelled}
+	return &replay{status: resp.StatusCode, header: resp.Header, body: body, retryAfter: resp.Header.Get("Retry-After")}, nil
 }
 
-// writeHead sets the response headers a relayed answer carries.
-func (g *Gateway) writeHead(w http.ResponseWriter, wk *workers.Worker, dec *routing.Decision, resp *http.Response) {
+// writeReplay relays a kept answer unchanged: status, type, Retry-After, body.
+func (g *Gateway) writeReplay(w http.ResponseWriter, rp *replay, rec *requestRecord) {
 	h := w.Header()
-	if ct := resp.Header["Content-Type"]; ct != nil {
+	if ct := rp.header["Content-Type"]; ct != nil {
 		h["Content-Type"] = ct
 	}
-	h["X-Kvgate-Worker"] = []string{wk.ID()}
-	if dec != nil {
-		h["X-Kvgate-Decision"] = []string{string(dec.Label)}
+	if rp.retryAfter != "" {
+		h.Set("Retry-After", rp.retryAfter)
 	}
+	w.WriteHeader(rp.status)
+	_, _ = w.Write(rp.body)
+	rec.status = rp.status
+	if msg, ok := decodeErrorMessage(rp.body); ok {
+		rec.err = msg
+	}
+}
+
+// writeHeadFor sets the headers that say who answered.
+func (g *Gateway) writeHeadFor(w http.ResponseWriter, wk *workers.Worker, dec *routing.Decision) {
+	h := w.Header()
+	h["X-Kvgate-Worker"] = []string{wk.ID()}
+	h["X-Kvgate-Decision"] = []string{string(dec.Label)}
 }
 
 // upstreamMessage extracts a worker's error message from its body, bounded.
@@ -224,4 +279,11 @@ func sleepBackoff(ctx context.Context, n int, base, limit time.Duration) bool {
 	case <-t.C:
 		return true
 	}
+}
+
+// drain reads what is left of an upstream body (bounded) so its connection
+// can be reused, and closes it.
+func drain(body io.ReadCloser) {
+	_, _ = io.CopyN(io.Discard, body, 64<<10)
+	_ = body.Close()
 }

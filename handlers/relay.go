@@ -3,6 +3,7 @@ package handlers
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"errors"
 	"io"
 	"net/http"
@@ -21,15 +22,20 @@ var errEmptyAnswer = errors.New("empty answer")
 // maxBufferedBody bounds a non-streaming answer held before relaying it.
 const maxBufferedBody = 64 << 20
 
+var answerBuffers = sync.Pool{New: func() any { return new(bytes.Buffer) }}
+
+// maxPooledAnswer keeps one huge answer from pinning its buffer in the pool.
+const maxPooledAnswer = 1 << 20
+
 // relayBody relays a non-streaming answer. The body is read whole before the
 // first byte goes to the client, so a worker that dies mid-body is retried.
-func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, wk *workers.Worker, dec *routing.Decision,
-	resp *http.Response, rec *requestRecord) attemptResult {
-	buf := bodyBuffers.Get().(*bytes.Buffer)
+func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, ctx context.Context, wk *workers.Worker,
+	dec *routing.Decision, resp *http.Response, rec *requestRecord) attemptResult {
+	buf := answerBuffers.Get().(*bytes.Buffer)
 	buf.Reset()
 	defer func() {
-		if buf.Cap() <= maxPooledBody {
-			bodyBuffers.Put(buf)
+		if buf.Cap() <= maxPooledAnswer {
+			answerBuffers.Put(buf)
 		}
 	}()
 	_, err := buf.ReadFrom(io.LimitReader(resp.Body, maxBufferedBody))
@@ -38,33 +44,27 @@ func (g *Gateway) relayBody(w http.ResponseWriter, r *http.Request, wk *workers.
 		err = errEmptyAnswer
 	}
 	if err != nil {
-		if r.Context().Err() != nil {
-			wk.Breaker.Neutral()
-			return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
-		}
-		g.workerFailed(wk, "stream")
-		return attemptResult{verdict: retryable, outcome: routing.OutcomeFailure,
-			err: errUpstream("Worker " + wk.ID() + " broke off its answer.")}
+		return g.bodyFailed(r, ctx, wk, err)
 	}
-	wk.Breaker.Success()
 	g.writeHead(w, wk, dec, resp)
 	w.WriteHeader(resp.StatusCode)
 	rec.status = resp.StatusCode
 	rec.ttft = g.opts.Now().Sub(rec.start)
 	_, _ = w.Write(buf.Bytes())
-	return attemptResult{verdict: answered, outcome: routing.OutcomeSuccess}
+	return attemptResult{verdict: answered, outcome: routing.OutcomeSuccess, health: workers.HealthSuccess}
 }
 
 var sseReaders = sync.Pool{New: func() any { return bufio.NewReaderSize(nil, 32<<10) }}
 
 var doneLine = []byte("data: [DONE]")
 
-// relayStream relays server-sent events one event at a time, flushing after
-// each. The first event is read whole before anything is sent, so a worker
-// that fails before producing one is retried elsewhere; after that, a
-// failure ends the stream with an error event.
-func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, wk *workers.Worker, dec *routing.Decision,
-	resp *http.Response, rec *requestRecord) attemptResult {
+// relayStream relays server-sent events, flushing at the end of each event
+// unless the next whole event is already read. The first event is read
+// whole before anything is sent, so a worker that fails before producing one
+// is retried elsewhere; after that, a failure ends the stream with an error
+// event.
+func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, ctx context.Context, wk *workers.Worker,
+	dec *routing.Decision, resp *http.Response, rec *requestRecord) attemptResult {
 	defer resp.Body.Close()
 	br := sseReaders.Get().(*bufio.Reader)
 	br.Reset(resp.Body)
@@ -74,18 +74,12 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, wk *worker
 	}()
 	flusher, _ := w.(http.Flusher)
 
-	first := bodyBuffers.Get().(*bytes.Buffer)
+	first := answerBuffers.Get().(*bytes.Buffer)
 	first.Reset()
-	defer bodyBuffers.Put(first)
+	defer answerBuffers.Put(first)
 	sawDone, err := readEvent(br, first)
 	if err != nil && !(err == io.EOF && sawDone) {
-		if r.Context().Err() != nil {
-			wk.Breaker.Neutral()
-			return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
-		}
-		g.workerFailed(wk, "stream")
-		return attemptResult{verdict: retryable, outcome: routing.OutcomeFailure,
-			err: errUpstream("Worker " + wk.ID() + " ended its stream before the first event.")}
+		return g.bodyFailed(r, ctx, wk, err)
 	}
 
 	g.writeHead(w, wk, dec, resp)
@@ -96,7 +90,7 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, wk *worker
 	rec.status = resp.StatusCode
 	rec.ttft = g.opts.Now().Sub(rec.start)
 	if _, werr := w.Write(first.Bytes()); werr != nil {
-		return g.clientGone(wk)
+		return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
 	}
 	if flusher != nil {
 		flusher.Flush()
@@ -104,21 +98,29 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, wk *worker
 
 	// Read to the end of the body: the blank line after [DONE] belongs to the
 	// stream too, and a worker may still fail after it without harm.
+	midLine := false
 	for err == nil {
 		var line []byte
 		line, err = br.ReadSlice('\n')
-		if err == bufio.ErrBufferFull {
-			err = nil // a long line: relay it in pieces
+		switch {
+		case err == bufio.ErrBufferFull:
+			err = nil // a line longer than the buffer: relay it in pieces
+		case err != nil && len(line) > 0:
+			// A fragment the worker broke off mid-line is not relayed: the
+			// error event below must start on an event boundary.
+			line = nil
 		}
 		if len(line) == 0 {
 			continue
 		}
 		if _, werr := w.Write(line); werr != nil {
-			return g.clientGone(wk)
+			return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
+		}
+		midLine = line[len(line)-1] != '\n'
+		if midLine {
+			continue
 		}
 		if isBlank(line) {
-			// Flush at the end of each event, unless the next whole event is
-			// already here: then it goes out in the same write, no later.
 			if flusher != nil && !eventBuffered(br) {
 				flusher.Flush()
 			}
@@ -130,26 +132,36 @@ func (g *Gateway) relayStream(w http.ResponseWriter, r *http.Request, wk *worker
 		if flusher != nil {
 			flusher.Flush()
 		}
-		wk.Breaker.Success()
-		return attemptResult{verdict: answered, outcome: routing.OutcomeSuccess}
+		return attemptResult{verdict: answered, outcome: routing.OutcomeSuccess, health: workers.HealthSuccess}
 	}
 	if r.Context().Err() != nil {
-		return g.clientGone(wk)
+		return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
 	}
-	// The worker broke off mid-stream. Tokens already reached the client, so
-	// no retry: end the stream with an error event the client can see.
-	g.workerFailed(wk, "stream")
+	// The worker broke off (or stalled) mid-stream. Tokens already reached
+	// the client, so no retry: end the stream with an error event.
+	if midLine {
+		_, _ = w.Write(eventEnd) // only a line longer than the buffer leaves one open
+	}
 	_, _ = w.Write(streamErrorEvent)
 	if flusher != nil {
 		flusher.Flush()
 	}
-	rec.err = "worker failed mid-stream"
-	return attemptResult{verdict: answered, outcome: routing.OutcomeFailure}
+	kind := "stream"
+	if errors.Is(context.Cause(ctx), errIdle) {
+		kind = "timeout"
+	}
+	rec.err = "worker failed mid-stream (" + kind + ")"
+	rec.streamFailed = true
+	return attemptResult{verdict: answered, outcome: routing.OutcomeFailure, health: workers.HealthFailure, kind: kind}
 }
 
-func (g *Gateway) clientGone(wk *workers.Worker) attemptResult {
-	wk.Breaker.Neutral()
-	return attemptResult{verdict: gone, outcome: routing.OutcomeCancelled}
+// writeHead sets the headers a relayed 2xx answer carries.
+func (g *Gateway) writeHead(w http.ResponseWriter, wk *workers.Worker, dec *routing.Decision, resp *http.Response) {
+	h := w.Header()
+	if ct := resp.Header["Content-Type"]; ct != nil {
+		h["Content-Type"] = ct
+	}
+	g.writeHeadFor(w, wk, dec)
 }
 
 // readEvent reads lines into dst up to and including the blank line that

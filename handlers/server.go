@@ -21,9 +21,14 @@ type Options struct {
 	Transport http.RoundTripper
 
 	MaxBodyBytes int64
-	MaxAttempts  int
-	BackoffBase  time.Duration
-	BackoffMax   time.Duration
+	// BodyReadTimeout bounds reading a request body (0: none).
+	BodyReadTimeout time.Duration
+	// IdleTimeout ends an attempt whose worker sends nothing for this long
+	// (0: none).
+	IdleTimeout time.Duration
+	MaxAttempts int
+	BackoffBase time.Duration
+	BackoffMax  time.Duration
 
 	Logger      *slog.Logger
 	LogRequests bool
@@ -41,7 +46,6 @@ type Gateway struct {
 	opts    Options
 	pool    registryPool
 	metrics *metrics
-	client  *http.Client
 	mux     chi.Router
 }
 
@@ -63,13 +67,10 @@ func New(opts Options) *Gateway {
 		opts:    opts,
 		pool:    registryPool{reg: opts.Registry, now: opts.Now},
 		metrics: newMetrics(opts.Metrics),
-		client:  &http.Client{Transport: opts.Transport, CheckRedirect: noRedirects},
 	}
 	g.mux = g.routes()
 	return g
 }
-
-func noRedirects(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }
 
 func (g *Gateway) ServeHTTP(w http.ResponseWriter, r *http.Request) { g.mux.ServeHTTP(w, r) }
 
@@ -122,7 +123,7 @@ func (g *Gateway) ready(w http.ResponseWriter, _ *http.Request) {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "shutting_down"})
 		return
 	}
-	if !g.opts.Registry.AnyRoutable() {
+	if !g.opts.Registry.AnyServing() {
 		writeJSON(w, http.StatusServiceUnavailable, map[string]string{"status": "no_routable_worker"})
 		return
 	}

@@ -48,7 +48,11 @@ func (p *LeastLoad) Select(_ *Request, cands []Candidate, s *Scratch) (int, Labe
 }
 
 // PowerOfTwo returns the index of the less loaded of two distinct random
-// candidates (by WorkTokens), or the only one.
+// candidates, or the only one. Two candidates with fresh telemetry compare
+// by WorkTokens (their whole queue, other gateways' traffic included); a
+// pair where either lacks fresh telemetry compares by this gateway's own
+// in-flight work, the one measure both have, so a worker whose telemetry
+// never turns fresh does not look emptiest: unknown is never headroom.
 func PowerOfTwo(cands []Candidate, s *Scratch, avgWork int) int {
 	n := len(cands)
 	if n == 1 {
@@ -59,7 +63,11 @@ func PowerOfTwo(cands []Candidate, s *Scratch, avgWork int) int {
 	if b >= a {
 		b++
 	}
-	if cands[b].WorkTokens(avgWork) < cands[a].WorkTokens(avgWork) {
+	wa, wb := cands[a].InflightTokens, cands[b].InflightTokens
+	if cands[a].Fresh && cands[b].Fresh {
+		wa, wb = cands[a].WorkTokens(avgWork), cands[b].WorkTokens(avgWork)
+	}
+	if wb < wa {
 		return b
 	}
 	return a

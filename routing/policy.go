@@ -48,7 +48,8 @@ func (c *Candidate) Pressure() (p float64, ok bool) {
 // WorkTokens is the candidate's outstanding work in tokens, for size-aware
 // comparisons: fresh telemetry's queue (at avgWork tokens a request) plus what
 // was reserved since the sample; without fresh telemetry, the gateway's own
-// in-flight work.
+// in-flight work. Compare two candidates by it only when both are fresh
+// (PowerOfTwo).
 func (c *Candidate) WorkTokens(avgWork int) int {
 	if c.Fresh {
 		return (c.Load.Running+c.Load.Waiting)*avgWork + c.ReservedTokens

@@ -257,3 +257,24 @@ func BenchmarkRouteLeastLoad64(b *testing.B) {
 		d.Done(OutcomeSuccess)
 	}
 }
+
+// A worker whose telemetry never turns fresh (a wrong engine, a rank that
+// never reports) must not look emptiest next to fresh peers with a queue.
+func TestPowerOfTwoDoesNotMistakeUnknownForHeadroom(t *testing.T) {
+	r := newRouter(t, "least_load", 11, nil)
+	pool := endpoints(2)
+	pool[0].Load = Load{Running: 30, MaxRunning: 64, SampledAt: epoch, Complete: true} // fresh, busy with others' traffic
+	pool[1].Load = Load{}                                                              // never reported
+	var held []*Decision
+	counts := map[string]int{}
+	for range 40 {
+		d, err := r.Route(&Request{Model: "m", PromptTokens: 100}, pool)
+		require.NoError(t, err)
+		counts[d.Worker.ID]++
+		held = append(held, d)
+	}
+	assert.InDelta(t, 20, counts["w1"], 2, "compared by this gateway's own in-flight work, the two split evenly: %v", counts)
+	for _, d := range held {
+		d.Done(OutcomeSuccess)
+	}
+}

@@ -56,7 +56,7 @@ func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 		}
 		ch <- prometheus.MustNewConstMetric(inflightDesc, prometheus.GaugeValue, float64(w.Inflight()), w.id)
 		ch <- prometheus.MustNewConstMetric(healthyDesc, prometheus.GaugeValue, healthy, w.id)
-		ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, float64(w.Breaker.State(now)), w.id)
+		ch <- prometheus.MustNewConstMetric(circuitDesc, prometheus.GaugeValue, float64(w.CircuitState(now)), w.id)
 		ch <- prometheus.MustNewConstMetric(generationDesc, prometheus.GaugeValue, float64(w.generation.Load()), w.id)
 		if s, ok := w.Sample(); ok {
 			ch <- prometheus.MustNewConstMetric(telemetryAgeDesc, prometheus.GaugeValue, now.Sub(s.At).Seconds(), w.id)

@@ -150,12 +150,11 @@ func (r *Registry) Get(id string) *Worker {
 // and must not be modified.
 func (r *Registry) Workers() []*Worker { return *r.snapshot.Load() }
 
-// Models returns the sorted union of the models that routable workers serve.
+// Models returns the sorted union of the models that serving workers serve.
 func (r *Registry) Models() []string {
-	now := r.opts.Now()
 	var models []string
 	for _, w := range r.Workers() {
-		if w.Routable(now) {
+		if w.Serving() {
 			for _, m := range w.Models() {
 				if !slices.Contains(models, m) {
 					models = append(models, m)
@@ -167,21 +166,42 @@ func (r *Registry) Models() []string {
 	return models
 }
 
-// KnowsModel reports whether any registered worker, routable or not, serves model.
-func (r *Registry) KnowsModel(model string) bool {
+// ModelKnowledge is what the registry knows of a model name.
+type ModelKnowledge int
+
+const (
+	// ModelUnknown: no worker serves it, and every worker's models are known.
+	ModelUnknown ModelKnowledge = iota
+	// ModelServed: some registered worker, serving or not, serves it.
+	ModelServed
+	// ModelPending: no known worker serves it, but some worker has not yet
+	// told us its models (it has never answered /v1/models): it may.
+	ModelPending
+)
+
+// KnowsModel says whether model is served, unknown, or not yet knowable.
+// Clients treat 404 as permanent, so a model is only unknown once every
+// worker's models are known.
+func (r *Registry) KnowsModel(model string) ModelKnowledge {
+	pending := false
 	for _, w := range r.Workers() {
 		if w.Serves(model) {
-			return true
+			return ModelServed
+		}
+		if len(w.Models()) == 0 {
+			pending = true
 		}
 	}
-	return false
+	if pending {
+		return ModelPending
+	}
+	return ModelUnknown
 }
 
-// AnyRoutable reports whether at least one worker may take traffic now.
-func (r *Registry) AnyRoutable() bool {
-	now := r.opts.Now()
+// AnyServing reports whether at least one worker is in service.
+func (r *Registry) AnyServing() bool {
 	for _, w := range r.Workers() {
-		if w.Routable(now) {
+		if w.Serving() {
 			return true
 		}
 	}

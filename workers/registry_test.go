@@ -16,9 +16,10 @@ import (
 // scriptedWorker answers /health and /v1/models as told.
 type scriptedWorker struct {
 	*httptest.Server
-	healthy atomic.Bool
-	mu      sync.Mutex
-	models  string
+	healthy    atomic.Bool
+	modelCalls atomic.Int32
+	mu         sync.Mutex
+	models     string
 }
 
 func newScriptedWorker(t *testing.T, models string) *scriptedWorker {
@@ -31,6 +32,7 @@ func newScriptedWorker(t *testing.T, models string) *scriptedWorker {
 				w.WriteHeader(http.StatusServiceUnavailable)
 			}
 		case "/v1/models":
+			s.modelCalls.Add(1)
 			s.mu.Lock()
 			defer s.mu.Unlock()
 			_, _ = io.WriteString(w, s.models)
@@ -65,9 +67,10 @@ func TestWorkerBecomesRoutableAfterItsFirstHealthyCheck(t *testing.T) {
 	assert.False(t, w.Routable(time.Now()), "not routable before a check")
 	require.Eventually(t, func() bool { return w.Routable(time.Now()) }, 2*time.Second, 5*time.Millisecond)
 	assert.Equal(t, []string{"m0", "m1"}, w.Models(), "models learned from /v1/models, sorted")
-	assert.True(t, r.KnowsModel("m1"))
+	assert.Equal(t, ModelServed, r.KnowsModel("m1"))
+	assert.Equal(t, ModelUnknown, r.KnowsModel("nope"))
 	assert.Equal(t, []string{"m0", "m1"}, r.Models())
-	assert.True(t, r.AnyRoutable())
+	assert.True(t, r.AnyServing())
 }
 
 func TestHealthTransitionsAndGeneration(t *testing.T) {
@@ -80,7 +83,7 @@ func TestHealthTransitionsAndGeneration(t *testing.T) {
 
 	sw.healthy.Store(false)
 	require.Eventually(t, func() bool { return !w.Healthy() }, 2*time.Second, 5*time.Millisecond)
-	assert.False(t, r.AnyRoutable())
+	assert.False(t, r.AnyServing())
 	sw.healthy.Store(true)
 	require.Eventually(t, w.Healthy, 2*time.Second, 5*time.Millisecond)
 	assert.Equal(t, gen+1, w.Identity().Generation, "back from unhealthy: a new generation, its cache may be gone")
@@ -103,8 +106,10 @@ func TestWorkerListingNoModelsIsUnhealthy(t *testing.T) {
 	r := testRegistry(t)
 	w, err := r.Add(Spec{ID: "a", URL: sw.URL, Engine: EngineVLLM})
 	require.NoError(t, err)
-	time.Sleep(100 * time.Millisecond)
+	require.Eventually(t, func() bool { return sw.modelCalls.Load() >= 3 }, 2*time.Second, 5*time.Millisecond,
+		"several checks have run")
 	assert.False(t, w.Healthy(), "a worker that serves nothing cannot take traffic")
+	assert.Equal(t, ModelPending, r.KnowsModel("m"), "its models are not known yet")
 }
 
 func TestAddRemoveAndReAdd(t *testing.T) {

@@ -51,7 +51,7 @@ type Worker struct {
 	sample   atomic.Pointer[Sample]
 	// lastComplete is the last sample with every rank, for restart detection.
 	lastComplete atomic.Pointer[Sample]
-	Breaker      *Breaker
+	breaker      *Breaker
 
 	// health check bookkeeping, touched only by the health loop
 	okStreak, failStreak int
@@ -69,7 +69,7 @@ func newWorker(s Spec, generation uint64, breaker *Breaker) (*Worker, error) {
 		baseURL: strings.TrimRight(s.URL, "/"),
 		engine:  s.Engine,
 		dpRanks: max(s.DPRanks, 1),
-		Breaker: breaker,
+		breaker: breaker,
 	}
 	w.generation.Store(generation)
 	w.desc.Store(&descriptor{models: slices.Clone(s.Models), maxRunning: s.MaxRunning, revision: 1})
@@ -111,10 +111,24 @@ func (w *Worker) Draining() bool { return w.draining.Load() }
 // Drain stops new requests from reaching the worker; in-flight ones finish.
 func (w *Worker) Drain() { w.draining.Store(true) }
 
-// Routable reports whether new requests may be sent to the worker now.
-func (w *Worker) Routable(now time.Time) bool {
-	return w.healthy.Load() && !w.draining.Load() && w.Breaker.Allows(now)
-}
+// Serving reports whether the worker is in service: healthy and not
+// draining. Readiness and the model list follow it; a circuit breaker's
+// short open periods do not.
+func (w *Worker) Serving() bool { return w.healthy.Load() && !w.draining.Load() }
+
+// Routable reports whether new requests may be sent to the worker now:
+// serving, and its circuit breaker allows.
+func (w *Worker) Routable(now time.Time) bool { return w.Serving() && w.breaker.Allows(now) }
+
+// BeginAttempt asks the worker's circuit breaker to let one request
+// through; false means pick another worker. The ticket goes to EndAttempt.
+func (w *Worker) BeginAttempt(now time.Time) (Ticket, bool) { return w.breaker.Begin(now) }
+
+// EndAttempt tells the circuit breaker how the request of t went, once.
+func (w *Worker) EndAttempt(t Ticket, h Health, now time.Time) { w.breaker.End(t, h, now) }
+
+// CircuitState is the circuit breaker's state at now.
+func (w *Worker) CircuitState(now time.Time) BreakerState { return w.breaker.State(now) }
 
 // Inflight is the number of requests this gateway has in flight on the worker.
 func (w *Worker) Inflight() int { return int(w.inflight.Load()) }

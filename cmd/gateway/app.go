@@ -68,18 +68,20 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), a.registry)
 	a.gateway = handlers.New(handlers.Options{
-		Registry:     a.registry,
-		Router:       a.router,
-		Transport:    transport,
-		MaxBodyBytes: cfg.Limits.MaxBodyBytes,
-		MaxAttempts:  cfg.Retry.MaxAttempts,
-		BackoffBase:  cfg.Retry.BackoffBase,
-		BackoffMax:   cfg.Retry.BackoffMax,
-		Logger:       log,
-		LogRequests:  cfg.Log.Requests,
-		Metrics:      promReg,
-		Gatherer:     promReg,
-		Ready:        a.ready.Load,
+		Registry:        a.registry,
+		Router:          a.router,
+		Transport:       transport,
+		MaxBodyBytes:    cfg.Limits.MaxBodyBytes,
+		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
+		IdleTimeout:     cfg.Upstream.IdleTimeout,
+		MaxAttempts:     cfg.Retry.MaxAttempts,
+		BackoffBase:     cfg.Retry.BackoffBase,
+		BackoffMax:      cfg.Retry.BackoffMax,
+		Logger:          log,
+		LogRequests:     cfg.Log.Requests,
+		Metrics:         promReg,
+		Gatherer:        promReg,
+		Ready:           a.ready.Load,
 	})
 	for _, w := range cfg.Workers {
 		if _, err := a.registry.Add(workers.Spec{

@@ -217,3 +217,36 @@ func TestClientCancellationReachesTheWorker(t *testing.T) {
 	assert.Eventually(t, func() bool { return f.inflight(t) == 0 }, 5*time.Second, 20*time.Millisecond)
 	assert.Equal(t, int64(0), f.sims[0].Stats().Completed)
 }
+
+// Non-streaming too: the client's cancellation reaches the worker.
+func TestNonStreamingCancellationReachesTheWorker(t *testing.T) {
+	f := startFleet(t, fleetConfig{workers: 1, timeScale: 1})
+	c := f.client()
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan error, 1)
+	go func() {
+		_, err := c.Chat.Completions.New(ctx, chatParams("a long answer please", 2000))
+		done <- err
+	}()
+	require.Eventually(t, func() bool { return f.sims[0].Stats().Running == 1 }, 5*time.Second, 5*time.Millisecond)
+	cancel()
+	require.Error(t, <-done)
+	assert.Eventually(t, func() bool { return f.sims[0].Stats().Cancelled == 1 }, 5*time.Second, 10*time.Millisecond)
+	assert.Eventually(t, func() bool { return f.inflight(t) == 0 }, 5*time.Second, 20*time.Millisecond)
+}
+
+// A worker that accepts requests and never answers (the simulator's hang
+// fault): each request waits out the header timeout, then succeeds on
+// another worker.
+func TestHungWorkerIsRetriedElsewhere(t *testing.T) {
+	f := startFleet(t, fleetConfig{workers: 2, timeScale: 0, faults: simserver.Faults{Hang: true},
+		yaml: "upstream:\n  response_header_timeout: 300ms\n"})
+	c := f.client()
+	for range 4 {
+		_, err := c.Chat.Completions.New(t.Context(), chatParams("are you there?", 4))
+		require.NoError(t, err)
+	}
+	m := f.metrics(t)
+	assert.Contains(t, m, `kvgate_upstream_errors_total{kind="timeout",worker="w0"}`)
+	assert.Eventually(t, func() bool { return f.inflight(t) == 0 }, 5*time.Second, 20*time.Millisecond)
+}

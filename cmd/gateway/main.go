@@ -76,7 +76,7 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		return err
 	}
 	var fleet *demoFleet
-	if *demo {
+	if *demo && !*printConfig {
 		fleet, err = startDemoFleet(*demoWorkers)
 		if err != nil {
 			return fmt.Errorf("demo: %w", err)

@@ -15,6 +15,7 @@ import (
 	"github.com/stretchr/testify/require"
 
 	"github.com/kvgate/kvgate/config"
+	"github.com/kvgate/kvgate/routing"
 )
 
 func TestPrintConfigShowsTheEffectiveConfig(t *testing.T) {
@@ -81,4 +82,13 @@ func TestDemoServesRequests(t *testing.T) {
 	assert.Contains(t, string(body), `"completion_tokens":4`)
 	cancel()
 	require.NoError(t, <-done)
+}
+
+// The config accepts exactly the policies the routing package builds.
+func TestConfigPoliciesMatchRouting(t *testing.T) {
+	assert.Equal(t, routing.PolicyNames, config.Policies)
+	for _, name := range config.Policies {
+		_, err := routing.NewPolicy(name, routing.DefaultPolicyConfig())
+		assert.NoError(t, err, name)
+	}
 }
