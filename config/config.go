@@ -31,9 +31,36 @@ type Worker struct {
 
 // Routing selects the policy that picks a worker for each request.
 type Routing struct {
-	Policy            string `koanf:"policy" doc:"Routing policy: round_robin, random or least_load."`
-	Seed              int64  `koanf:"seed" doc:"Seed of the policies' random source; 0 = seeded from the clock at start."`
-	OutputEstimateCap int    `koanf:"output_estimate_cap" doc:"Cap on the output tokens a request reserves (min(max_tokens, cap))."`
+	Policy                   string        `koanf:"policy" doc:"Routing policy: cache_aware, round_robin, random, least_load, sglang_cache_aware or prefix_hash."`
+	Seed                     int64         `koanf:"seed" doc:"Seed of the policies' random source; 0 = seeded from the clock at start."`
+	OutputEstimateCap        int           `koanf:"output_estimate_cap" doc:"Cap on the output tokens a request reserves (min(max_tokens, cap))."`
+	BlockBytes               int           `koanf:"block_bytes" doc:"Bytes of routing text per prefix block (docs/routing.md says why 256)."`
+	PressureHighWater        float64       `koanf:"pressure_high_water" doc:"cache_aware: an owner at or above this pressure is pressured."`
+	PressureSlack            float64       `koanf:"pressure_slack" doc:"cache_aware: suitable owners are within this much pressure of the least-pressured owner."`
+	MaxCachedOwnersPerPrefix int           `koanf:"max_cached_owners_per_prefix" doc:"cache_aware: replication ceiling of a prefix (not a target); 0 disables pressure spills."`
+	SpillCooldown            time.Duration `koanf:"spill_cooldown" doc:"cache_aware: how long a spill destination is provisional and further spills of the prefix coalesce on it."`
+	Index                    RoutingIndex  `koanf:"index"`
+	SGLang                   SGLangPolicy  `koanf:"sglang"`
+	PrefixHash               PrefixHash    `koanf:"prefix_hash"`
+}
+
+// RoutingIndex bounds the prefix ownership index.
+type RoutingIndex struct {
+	MaxBlocks int           `koanf:"max_blocks" doc:"Prefix blocks the ownership index holds (LRU beyond); about 140 bytes each."`
+	TTL       time.Duration `koanf:"ttl" doc:"Approximate ownership lapses after this long unused."`
+}
+
+// SGLangPolicy holds the sglang_cache_aware baseline's knobs.
+type SGLangPolicy struct {
+	CacheThreshold float64 `koanf:"cache_threshold" doc:"sglang_cache_aware: route by cache when the best match rate exceeds this."`
+	BalanceAbs     int     `koanf:"balance_abs" doc:"sglang_cache_aware: imbalanced when max - min in-flight exceeds this ..."`
+	BalanceRel     float64 `koanf:"balance_rel" doc:"sglang_cache_aware: ... and max exceeds min times this."`
+}
+
+// PrefixHash holds the prefix_hash baseline's knobs.
+type PrefixHash struct {
+	Blocks     int     `koanf:"blocks" doc:"prefix_hash: leading blocks that pick the ring position."`
+	LoadFactor float64 `koanf:"load_factor" doc:"prefix_hash: bounded load, no worker above ceil(mean in-flight x factor)."`
 }
 
 // Telemetry controls how the gateway reads the workers' own load reports.
@@ -93,8 +120,16 @@ func Default() Config {
 		Listen:        "127.0.0.1:8080",
 		ShutdownGrace: 30 * time.Second,
 		Routing: Routing{
-			Policy:            "least_load",
-			OutputEstimateCap: 1024,
+			Policy:                   "cache_aware",
+			OutputEstimateCap:        1024,
+			BlockBytes:               256,
+			PressureHighWater:        0.9,
+			PressureSlack:            0.10,
+			MaxCachedOwnersPerPrefix: 4,
+			SpillCooldown:            5 * time.Second,
+			Index:                    RoutingIndex{MaxBlocks: 1 << 20, TTL: 10 * time.Minute},
+			SGLang:                   SGLangPolicy{CacheThreshold: 0.3, BalanceAbs: 64, BalanceRel: 1.5},
+			PrefixHash:               PrefixHash{Blocks: 4, LoadFactor: 1.25},
 		},
 		Telemetry: Telemetry{Interval: time.Second, MaxAge: 5 * time.Second, Timeout: time.Second},
 		Health: Health{

@@ -80,6 +80,36 @@ func (c *Config) Validate() error {
 		p.add("routing.policy", "unknown policy %q (want one of %s)", c.Routing.Policy, strings.Join(Policies, ", "))
 	}
 	p.atLeast("routing.output_estimate_cap", c.Routing.OutputEstimateCap, 1)
+	if c.Routing.BlockBytes < 16 || c.Routing.BlockBytes > 1<<16 {
+		p.add("routing.block_bytes", "must be 16..65536, got %d", c.Routing.BlockBytes)
+	}
+	if c.Routing.PressureHighWater <= 0 || c.Routing.PressureHighWater > 4 {
+		p.add("routing.pressure_high_water", "must be in (0, 4], got %v", c.Routing.PressureHighWater)
+	}
+	if c.Routing.PressureSlack < 0 || c.Routing.PressureSlack > 1 {
+		p.add("routing.pressure_slack", "must be in [0, 1], got %v", c.Routing.PressureSlack)
+	}
+	p.atLeast("routing.max_cached_owners_per_prefix", c.Routing.MaxCachedOwnersPerPrefix, 0)
+	if c.Routing.MaxCachedOwnersPerPrefix > 6 {
+		p.add("routing.max_cached_owners_per_prefix", "must be at most 6 (owners kept per block), got %d", c.Routing.MaxCachedOwnersPerPrefix)
+	}
+	p.positive("routing.spill_cooldown", c.Routing.SpillCooldown)
+	p.atLeast("routing.index.max_blocks", c.Routing.Index.MaxBlocks, 1024)
+	if c.Routing.Index.MaxBlocks > 1<<30 {
+		p.add("routing.index.max_blocks", "must be at most 2^30, got %d", c.Routing.Index.MaxBlocks)
+	}
+	p.positive("routing.index.ttl", c.Routing.Index.TTL)
+	if c.Routing.SGLang.CacheThreshold < 0 || c.Routing.SGLang.CacheThreshold > 1 {
+		p.add("routing.sglang.cache_threshold", "must be in [0, 1], got %v", c.Routing.SGLang.CacheThreshold)
+	}
+	p.atLeast("routing.sglang.balance_abs", c.Routing.SGLang.BalanceAbs, 0)
+	if c.Routing.SGLang.BalanceRel < 1 {
+		p.add("routing.sglang.balance_rel", "must be at least 1, got %v", c.Routing.SGLang.BalanceRel)
+	}
+	p.atLeast("routing.prefix_hash.blocks", c.Routing.PrefixHash.Blocks, 1)
+	if c.Routing.PrefixHash.LoadFactor < 1 {
+		p.add("routing.prefix_hash.load_factor", "must be at least 1, got %v", c.Routing.PrefixHash.LoadFactor)
+	}
 	p.interval("telemetry.interval", c.Telemetry.Interval)
 	p.positive("telemetry.max_age", c.Telemetry.MaxAge)
 	p.positive("telemetry.timeout", c.Telemetry.Timeout)

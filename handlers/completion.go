@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/kvgate/kvgate/routing"
 	"github.com/kvgate/kvgate/workers"
 	"log/slog"
 	"math/rand/v2"
@@ -65,7 +66,16 @@ func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
 			return
 		}
 		rec.model = p.Model
-		g.proxy(w, r, ep, p, body, nil, &rec)
+		var prefix []uint64
+		if g.opts.BlockBytes > 0 {
+			h := g.hashers.Get().(*routing.BlockHasher)
+			defer g.hashers.Put(h)
+			h.Reset(p.Model)
+			if writeRoutingText(h, body, ep) == nil {
+				prefix = h.Hashes()
+			}
+		}
+		g.proxy(w, r, ep, p, body, prefix, &rec)
 	}
 }
 

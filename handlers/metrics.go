@@ -13,6 +13,7 @@ type metrics struct {
 	ttft      *prometheus.HistogramVec
 	retries   prometheus.Counter
 	decisions *prometheus.CounterVec
+	match     *prometheus.HistogramVec
 }
 
 // latencyBuckets span a cached short answer (5 ms) to a long generation (5 min).
@@ -42,7 +43,12 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Name: "kvgate_routing_decisions_total",
 			Help: "Routing decisions, by model and decision label.",
 		}, []string{"model", "decision"}),
+		match: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "kvgate_prefix_match_ratio",
+			Help:    "Share of a routed request's prefix blocks found in the ownership index.",
+			Buckets: []float64{0, .1, .2, .3, .4, .5, .6, .7, .8, .9, .95, 1},
+		}, []string{"model"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.ttft, m.retries, m.decisions)
+	reg.MustRegister(m.requests, m.duration, m.ttft, m.retries, m.decisions, m.match)
 	return m
 }

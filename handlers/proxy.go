@@ -86,6 +86,9 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 		rec.attempts++
 		rec.worker, rec.decision = wk.ID(), string(dec.Label)
 		g.metrics.decisions.WithLabelValues(p.Model, rec.decision).Inc()
+		if len(prefix) > 0 && rec.attempts == 1 {
+			g.metrics.match.WithLabelValues(p.Model).Observe(float64(dec.MatchedBlocks) / float64(len(prefix)))
+		}
 
 		res := g.attempt(w, r, ep, wk, dec, ticket, body, rec)
 		switch res.verdict {

@@ -3,6 +3,7 @@ package handlers
 import (
 	"log/slog"
 	"net/http"
+	"sync"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -27,6 +28,9 @@ type Options struct {
 	// (0: none).
 	IdleTimeout time.Duration
 	MaxAttempts int
+	// BlockBytes is the routing text per prefix block; 0 turns prefix
+	// hashing off (policies then route without affinity).
+	BlockBytes  int
 	BackoffBase time.Duration
 	BackoffMax  time.Duration
 
@@ -47,6 +51,7 @@ type Gateway struct {
 	pool    registryPool
 	metrics *metrics
 	mux     chi.Router
+	hashers sync.Pool // *routing.BlockHasher of opts.BlockBytes
 }
 
 // New returns the gateway's HTTP handler.
@@ -67,6 +72,14 @@ func New(opts Options) *Gateway {
 		opts:    opts,
 		pool:    registryPool{reg: opts.Registry, now: opts.Now},
 		metrics: newMetrics(opts.Metrics),
+	}
+	g.hashers.New = func() any { return routing.NewBlockHasher(opts.BlockBytes) }
+	if ix, ok := routerPolicy(opts.Router).(routing.Indexed); ok {
+		index := ix.Index()
+		opts.Metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{
+			Name: "kvgate_index_blocks",
+			Help: "Prefix blocks in the routing policy's ownership index.",
+		}, func() float64 { return float64(index.Len()) }))
 	}
 	g.mux = g.routes()
 	return g
@@ -139,4 +152,11 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	w.Header().Set("Content-Type", "application/json")
 	w.WriteHeader(status)
 	_, _ = w.Write(b)
+}
+
+func routerPolicy(r *routing.Router) routing.Policy {
+	if r == nil {
+		return nil
+	}
+	return r.Policy()
 }

@@ -62,6 +62,7 @@ func (p *CacheAware) Select(req *Request, cands []Candidate, s *Scratch) (int, L
 	}
 	matched, owners := p.index.Match(req.Prefix, s.Now, p.owners[:0])
 	p.owners = owners
+	s.Matched = matched
 
 	// The owners that can take this request now; the rest are unhealthy,
 	// draining, excluded by a retry or gone, and fall back below.

@@ -63,6 +63,9 @@ type Scratch struct {
 	Rand *rand.Rand
 	Now  time.Time
 	Work int // tokens this request reserves
+	// Matched is set by prefix-aware policies: the request's leading blocks
+	// found in the index.
+	Matched int
 }
 
 // Policy chooses among candidates. Select runs under the router's lock, so
@@ -71,6 +74,11 @@ type Scratch struct {
 type Policy interface {
 	Name() string
 	Select(req *Request, cands []Candidate, s *Scratch) (int, Label)
+}
+
+// Indexed is a policy that keeps a prefix ownership index.
+type Indexed interface {
+	Index() *Index
 }
 
 // PolicyNames lists every policy, the default first.

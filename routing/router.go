@@ -62,6 +62,7 @@ type Router struct {
 	reserved map[string]*reservedWork
 	buf      []Endpoint
 	cands    []Candidate
+	scratch  Scratch
 }
 
 // NewRouter returns a Router running policy.
@@ -89,6 +90,9 @@ func (r *Router) Policy() Policy { return r.policy }
 type Decision struct {
 	Worker Endpoint
 	Label  Label
+	// MatchedBlocks is how many of the request's prefix blocks the policy
+	// found cached (prefix-aware policies only).
+	MatchedBlocks int
 
 	router *Router
 	res    reservation
@@ -139,12 +143,13 @@ func (r *Router) Route(req *Request, pool Pool) (*Decision, error) {
 		return nil, ErrNoWorker
 	}
 	work := r.EstimatedWork(req)
-	i, label := r.policy.Select(req, r.cands, &Scratch{Rand: r.opts.Rand, Now: now, Work: work})
+	r.scratch = Scratch{Rand: r.opts.Rand, Now: now, Work: work}
+	i, label := r.policy.Select(req, r.cands, &r.scratch)
 	if i < 0 || i >= len(r.cands) {
 		return nil, ErrNoWorker
 	}
 	chosen := r.cands[i].Endpoint
-	d := &Decision{Worker: chosen, Label: label, router: r}
+	d := &Decision{Worker: chosen, Label: label, MatchedBlocks: r.scratch.Matched, router: r}
 	d.res = r.reserveLocked(chosen, work)
 	return d, nil
 }
@@ -159,9 +164,13 @@ func (r *Router) Reserved(id string) (reqs, tokens int) {
 	return 0, 0
 }
 
-// Forget drops a removed worker's reservation bookkeeping.
+// Forget drops a removed worker's reservation bookkeeping and, for a
+// prefix-aware policy, its prefix ownership.
 func (r *Router) Forget(id string) {
 	r.mu.Lock()
 	delete(r.reserved, id)
 	r.mu.Unlock()
+	if ix, ok := r.policy.(Indexed); ok {
+		ix.Index().RemoveWorker(id)
+	}
 }

@@ -52,6 +52,7 @@ func (p *SGLangCacheAware) Select(req *Request, cands []Candidate, s *Scratch) (
 	if len(req.Prefix) > 0 {
 		matched, owners := p.index.Match(req.Prefix, s.Now, p.scr[:0])
 		p.scr = owners
+		s.Matched = matched
 		if float64(matched)/float64(len(req.Prefix)) > p.cfg.CacheThreshold {
 			best := -1
 			for _, o := range owners {

@@ -37,6 +37,9 @@ type Options struct {
 	// OnChange, when set, is called after a worker is added or removed, or
 	// its routability or identity changes.
 	OnChange func()
+	// OnRemove, when set, is called with the id of each removed worker, so
+	// that routing can drop what it knows of it.
+	OnRemove func(id string)
 }
 
 // ErrDuplicate is returned by Add for an id already registered.
@@ -131,6 +134,9 @@ func (r *Registry) Remove(id string) bool {
 	e.cancel()
 	<-e.done
 	r.Metrics.forget(id)
+	if r.opts.OnRemove != nil {
+		r.opts.OnRemove(id)
+	}
 	r.opts.Logger.Info("worker removed", "worker", id)
 	r.changed()
 	return true

@@ -32,7 +32,7 @@ type app struct {
 }
 
 func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
-	policy, err := routing.NewPolicy(cfg.Routing.Policy, routing.DefaultPolicyConfig())
+	policy, err := routing.NewPolicy(cfg.Routing.Policy, policyConfig(cfg.Routing))
 	if err != nil {
 		return nil, err
 	}
@@ -64,6 +64,7 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 		BreakerThreshold:   cfg.Breaker.FailureThreshold,
 		BreakerOpenFor:     cfg.Breaker.OpenFor,
 		Logger:             log,
+		OnRemove:           a.router.Forget,
 	})
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), a.registry)
@@ -74,6 +75,7 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 		MaxBodyBytes:    cfg.Limits.MaxBodyBytes,
 		BodyReadTimeout: cfg.Limits.BodyReadTimeout,
 		IdleTimeout:     cfg.Upstream.IdleTimeout,
+		BlockBytes:      cfg.Routing.BlockBytes,
 		MaxAttempts:     cfg.Retry.MaxAttempts,
 		BackoffBase:     cfg.Retry.BackoffBase,
 		BackoffMax:      cfg.Retry.BackoffMax,
@@ -145,4 +147,21 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 		return slog.New(slog.NewTextHandler(w, opts))
 	}
 	return slog.New(slog.NewJSONHandler(w, opts))
+}
+
+// policyConfig maps the routing section onto the policies' knobs.
+func policyConfig(r config.Routing) routing.PolicyConfig {
+	return routing.PolicyConfig{
+		PressureHighWater:        r.PressureHighWater,
+		PressureSlack:            r.PressureSlack,
+		MaxCachedOwnersPerPrefix: r.MaxCachedOwnersPerPrefix,
+		SpillCooldown:            r.SpillCooldown,
+		IndexMaxBlocks:           r.Index.MaxBlocks,
+		IndexTTL:                 r.Index.TTL,
+		CacheThreshold:           r.SGLang.CacheThreshold,
+		BalanceAbs:               r.SGLang.BalanceAbs,
+		BalanceRel:               r.SGLang.BalanceRel,
+		PrefixHashBlocks:         r.PrefixHash.Blocks,
+		LoadFactor:               r.PrefixHash.LoadFactor,
+	}
 }

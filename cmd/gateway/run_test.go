@@ -92,3 +92,9 @@ func TestConfigPoliciesMatchRouting(t *testing.T) {
 		assert.NoError(t, err, name)
 	}
 }
+
+// The routing section's defaults are the policies' defaults: one place
+// (config) documents them, and this keeps routing's own in step.
+func TestRoutingDefaultsMatch(t *testing.T) {
+	assert.Equal(t, routing.DefaultPolicyConfig(), policyConfig(config.Default().Routing))
+}
