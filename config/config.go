@@ -126,7 +126,7 @@ func Default() Config {
 			PressureHighWater:        0.9,
 			PressureSlack:            0.10,
 			MaxCachedOwnersPerPrefix: 4,
-			SpillCooldown:            5 * time.Second,
+			SpillCooldown:            time.Second,
 			Index:                    RoutingIndex{MaxBlocks: 1 << 20, TTL: 10 * time.Minute},
 			SGLang:                   SGLangPolicy{CacheThreshold: 0.3, BalanceAbs: 64, BalanceRel: 1.5},
 			PrefixHash:               PrefixHash{Blocks: 4, LoadFactor: 1.25},

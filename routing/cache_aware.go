@@ -108,15 +108,11 @@ func (p *CacheAware) Select(req *Request, cands []Candidate, s *Scratch) (int, L
 func (p *CacheAware) pressured(req *Request, matched, ownerCount int, cands []Candidate, s *Scratch, avg int) (int, Label) {
 	key := req.Prefix[matched-1]
 	prot := p.spills.get(key, s.Now)
-	if prot.current(s.Now) == SpillCooling {
-		for i := range cands {
-			if cands[i].ID == prot.dest {
-				p.record(req.Prefix, prot.dest, s)
-				return i, LabelSpillCoalesced
-			}
-		}
-	}
 	hold := p.leastPressuredOwner()
+	if prot.current(s.Now) == SpillCooling {
+		p.record(req.Prefix, cands[hold].ID, s)
+		return hold, LabelSpillCoalesced
+	}
 	if p.cfg.MaxCachedOwnersPerPrefix <= 0 || ownerCount >= p.cfg.MaxCachedOwnersPerPrefix {
 		p.record(req.Prefix, cands[hold].ID, s)
 		return hold, LabelCeilingHold
@@ -172,12 +168,19 @@ func (p *CacheAware) record(prefix []uint64, worker string, s *Scratch) {
 	p.index.Record(prefix, worker, KindApproximate, s.Now, 0)
 }
 
-// pressureOrZero is a candidate's pressure, or 0 when unknown: missing or
-// stale telemetry fails open to known owners, which then compete on
-// reserved work alone.
+// pressureOrZero is a candidate's pressure; without fresh telemetry it is
+// the floor this gateway knows for certain, its own in-flight requests over
+// the worker's capacity (0 when the capacity is unknown too). Missing or
+// stale telemetry thus fails open, assuming no load it cannot see, yet a
+// burst routed before the first sample still counts.
 func pressureOrZero(c *Candidate) float64 {
-	pr, _ := c.Pressure()
-	return pr
+	if pr, ok := c.Pressure(); ok {
+		return pr
+	}
+	if c.Load.MaxRunning > 0 {
+		return float64(c.Load.Inflight) / float64(c.Load.MaxRunning)
+	}
+	return 0
 }
 
 // lessReserved orders suitable owners: less work reserved since the last

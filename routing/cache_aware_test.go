@@ -183,6 +183,10 @@ func TestNoSafeHomeHolds(t *testing.T) {
 	assert.Equal(t, "w0", d.Worker.ID)
 }
 
+// While a spill cools down, a request that finds every owner pressured
+// does not spill again: it is held on the least-pressured owner, which need
+// not be the destination (a destination still prefilling the prefix is the
+// worst place to pile on).
 func TestSpillCoalescesDuringCooldown(t *testing.T) {
 	f := newFleet(t, 4, nil)
 	p := prompt(1, 2, 3)
@@ -191,10 +195,11 @@ func TestSpillCoalescesDuringCooldown(t *testing.T) {
 	first := f.route(p)
 	require.Equal(t, LabelPressureSpill, first.Label)
 	dest := indexOf(candidatesOf(f.pool), first.Worker.ID)
-	f.setLoad(dest, 10) // the destination fills up within the cooldown
+	f.setLoad(dest, 10) // the destination fills up within the cooldown ...
+	f.setLoad(0, 9)     // ... while the first owner drains a little
 	second := f.route(p)
 	assert.Equal(t, LabelSpillCoalesced, second.Label, "no second spill while the first cools down")
-	assert.Equal(t, first.Worker.ID, second.Worker.ID)
+	assert.Equal(t, "w0", second.Worker.ID, "held on the least-pressured owner")
 
 	f.now = f.now.Add(DefaultPolicyConfig().SpillCooldown)
 	for i := range f.pool {
@@ -203,6 +208,28 @@ func TestSpillCoalescesDuringCooldown(t *testing.T) {
 	third := f.route(p)
 	assert.Equal(t, LabelPressureSpill, third.Label, "after the cooldown a new spill may happen")
 	assert.NotContains(t, []string{"w0", first.Worker.ID}, third.Worker.ID)
+}
+
+// Before any telemetry, the requests this gateway already has in flight on
+// an owner count: a burst routed before the first sample still spills.
+func TestOwnInflightCountsWithoutTelemetry(t *testing.T) {
+	f := newFleet(t, 3, nil)
+	p := prompt(1, 2, 3)
+	f.own(p, "w0")
+	for i := range f.pool {
+		f.pool[i].Load = Load{MaxRunning: 10, KVUsage: -1} // no sample yet
+	}
+	f.pool[0].Load.Inflight = 10
+	d := f.route(p)
+	assert.Equal(t, LabelPressureSpill, d.Label)
+	assert.NotEqual(t, "w0", d.Worker.ID)
+
+	g := newFleet(t, 3, nil)
+	g.own(p, "w0")
+	for i := range g.pool {
+		g.pool[i].Load = Load{MaxRunning: 10, KVUsage: -1, Inflight: 3 * (1 - i%2)}
+	}
+	assert.Equal(t, LabelOwnerHit, g.route(p).Label, "below the high-water mark it stays, failing open")
 }
 
 func candidatesOf(p fixedPool) []Candidate {

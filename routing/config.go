@@ -28,7 +28,7 @@ func DefaultPolicyConfig() PolicyConfig {
 		PressureHighWater:        0.9,
 		PressureSlack:            0.10,
 		MaxCachedOwnersPerPrefix: 4,
-		SpillCooldown:            5 * time.Second,
+		SpillCooldown:            time.Second,
 		IndexMaxBlocks:           1 << 20,
 		IndexTTL:                 10 * time.Minute,
 		CacheThreshold:           0.3,

@@ -10,10 +10,13 @@ const (
 // SGLangCacheAware is the classic approximate-tree policy of SGLang's
 // router, for comparison: when in-flight counts are imbalanced (max − min
 // above BalanceAbs and max above min × BalanceRel) the least-loaded worker
-// takes the request; otherwise the worker with the longest cached match
-// takes it if its match rate exceeds CacheThreshold, else the worker with
-// the smallest cache. Load is measured only in request counts and only the
-// fleet-wide imbalance moves traffic off a hot prefix.
+// takes the request; otherwise the owner of the longest cached match takes
+// it if its match rate exceeds CacheThreshold, else the worker with the
+// smallest cache. As in SGLang's tree, a match returns one owner of the
+// deepest matched node, the first of its tenant map: stable and arbitrary,
+// not the least loaded. Load is measured only in request counts, and only
+// the fleet-wide imbalance moves traffic off a hot prefix: the incident's
+// shape (one worker 64+ requests ahead of its idle peers).
 type SGLangCacheAware struct {
 	cfg   PolicyConfig
 	index *Index
@@ -54,17 +57,11 @@ func (p *SGLangCacheAware) Select(req *Request, cands []Candidate, s *Scratch) (
 		p.scr = owners
 		s.Matched = matched
 		if float64(matched)/float64(len(req.Prefix)) > p.cfg.CacheThreshold {
-			best := -1
-			for _, o := range owners {
-				for i := range cands {
-					if cands[i].ID == o.Worker && (best < 0 || cands[i].Load.Inflight < cands[best].Load.Inflight) {
-						best = i
-					}
+			for _, o := range owners { // the first owner that can take it
+				if i := indexOf(cands, o.Worker); i >= 0 {
+					p.index.Record(req.Prefix, cands[i].ID, KindApproximate, s.Now, 0)
+					return i, LabelSGLangCacheHit
 				}
-			}
-			if best >= 0 {
-				p.index.Record(req.Prefix, cands[best].ID, KindApproximate, s.Now, 0)
-				return best, LabelSGLangCacheHit
 			}
 		}
 	}

@@ -60,7 +60,7 @@ func newFleet(cfg fleetConfig, wl *Workload, policy routing.Policy) (*fleet, err
 	f := &fleet{
 		cfg:    cfg,
 		wl:     wl,
-		pool:   newTelemetryPool(cfg.Workers),
+		pool:   newTelemetryPool(cfg.Workers, cfg.Engine.MaxRunning),
 		wake:   newWakeQueue(cfg.Workers),
 		states: make([]requestState, len(wl.Requests)),
 		stats:  newFleetStats(cfg.Workers, len(wl.Requests)),

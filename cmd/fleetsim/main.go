@@ -50,7 +50,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		TelemetryMaxAge:   o.telemetryMaxAge,
 		Seed:              o.seed,
 	}
-	results, err := simulate(ctx, wl, cfg, policiesByName(policies))
+	results, err := simulate(ctx, wl, cfg, policiesByName(policies, o.policy))
 	if err != nil {
 		return err
 	}

@@ -32,6 +32,8 @@ type options struct {
 	telemetryMaxAge   time.Duration
 
 	engine sim.Config
+	// policy holds the routing policies' knobs, defaulting to the gateway's.
+	policy routing.PolicyConfig
 
 	jsonPath string
 	plotPath string
@@ -56,6 +58,7 @@ func defaultOptions() options {
 		telemetryInterval: time.Second,
 		telemetryMaxAge:   5 * time.Second,
 		engine:            sim.DefaultConfig(),
+		policy:            routing.DefaultPolicyConfig(),
 	}
 }
 
@@ -90,6 +93,10 @@ Flags:
 	fs.StringSliceVar(&o.policies, "policies", nil, "comma-separated routing policies (default: all of "+strings.Join(routing.PolicyNames, ",")+")")
 	fs.DurationVar(&o.telemetryInterval, "telemetry-interval", d.telemetryInterval, "how often the router's view of worker load is refreshed")
 	fs.DurationVar(&o.telemetryMaxAge, "telemetry-max-age", d.telemetryMaxAge, "telemetry older than this is stale to the router")
+	fs.Float64Var(&o.policy.PressureHighWater, "pressure-high-water", d.policy.PressureHighWater, "cache_aware: routing.pressure_high_water")
+	fs.Float64Var(&o.policy.PressureSlack, "pressure-slack", d.policy.PressureSlack, "cache_aware: routing.pressure_slack")
+	fs.IntVar(&o.policy.MaxCachedOwnersPerPrefix, "max-cached-owners", d.policy.MaxCachedOwnersPerPrefix, "cache_aware: routing.max_cached_owners_per_prefix")
+	fs.DurationVar(&o.policy.SpillCooldown, "spill-cooldown", d.policy.SpillCooldown, "cache_aware: routing.spill_cooldown")
 	fs.IntVar(&o.engine.MaxRunning, "max-running", d.engine.MaxRunning, "engine batch slots per worker")
 	fs.IntVar(&o.engine.KVCapacityTokens, "kv-capacity-tokens", d.engine.KVCapacityTokens, "engine KV cache size per worker, in tokens")
 	fs.IntVar(&o.engine.BlockTokens, "block-tokens", 0, fmt.Sprintf("engine KV block size in tokens (0: %d for a trace, %d for generated workloads; a trace takes any divisor of 512)", traceBlockTokens, defaultGeneratedBlockTokens))

@@ -19,11 +19,11 @@ type telemetryPool struct {
 
 var _ routing.Pool = (*telemetryPool)(nil)
 
-func newTelemetryPool(workers int) *telemetryPool {
+func newTelemetryPool(workers, maxRunning int) *telemetryPool {
 	p := &telemetryPool{endpoints: make([]routing.Endpoint, workers), index: make(map[string]int, workers)}
 	for i := range p.endpoints {
 		id := fmt.Sprintf("w%d", i)
-		p.endpoints[i] = routing.Endpoint{ID: id, Generation: 1, Revision: 1, Load: routing.Load{KVUsage: -1}}
+		p.endpoints[i] = routing.Endpoint{ID: id, Generation: 1, Revision: 1, Load: routing.Load{KVUsage: -1, MaxRunning: maxRunning}}
 		p.index[id] = i
 	}
 	return p

@@ -19,13 +19,13 @@ type namedPolicy struct {
 	make policyFactory
 }
 
-// policiesByName builds each named policy through routing.NewPolicy, with
-// the defaults the gateway ships.
-func policiesByName(names []string) []namedPolicy {
+// policiesByName builds each named policy through routing.NewPolicy with
+// cfg (the gateway's defaults unless flags changed them).
+func policiesByName(names []string, cfg routing.PolicyConfig) []namedPolicy {
 	out := make([]namedPolicy, len(names))
 	for i, name := range names {
 		out[i] = namedPolicy{name, func() (routing.Policy, error) {
-			return routing.NewPolicy(name, routing.DefaultPolicyConfig())
+			return routing.NewPolicy(name, cfg)
 		}}
 	}
 	return out
