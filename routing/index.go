@@ -50,6 +50,11 @@ type Owner struct {
 // (13 years of range), keeping an owner to 8 bytes.
 const indexTick = 100 * time.Millisecond
 
+// chunkBits sizes the slab's chunks (4096 entries, about 300 KB): the index
+// grows a chunk at a time and never moves an entry, so no insert pays for
+// copying a large slice under the lock.
+const chunkBits = 12
+
 // maxOwnersPerBlock bounds an entry's owner list; a block already held by
 // this many workers loses its least recently used owner to a new one. The
 // replication ceiling keeps cache_aware well below it.
@@ -80,8 +85,9 @@ type Index struct {
 
 	mu         sync.Mutex
 	slots      map[uint64]int32 // block hash → entry
-	entries    []entry
-	head, tail int32 // most and least recently used
+	chunks     [][]entry        // the slab, in fixed chunks: growing never copies
+	n          int32            // entries in use
+	head, tail int32            // most and least recently used
 
 	workers    []string // slot → worker id ("" = free)
 	workerSlot map[string]uint16
@@ -157,7 +163,7 @@ func (x *Index) Match(prefix []uint64, now time.Time, dst []Owner) (matched int,
 	deepest := int32(-1)
 	for i, h := range prefix {
 		e, ok := x.slots[h]
-		if !ok || !x.anyVisible(&x.entries[e], t) {
+		if !ok || !x.anyVisible(x.at(e), t) {
 			break
 		}
 		deepest = e
@@ -171,7 +177,7 @@ func (x *Index) Match(prefix []uint64, now time.Time, dst []Owner) (matched int,
 	for i := matched - 1; i >= 0; i-- {
 		x.touch(x.slots[prefix[i]])
 	}
-	e := &x.entries[deepest]
+	e := x.at(deepest)
 	for j := range e.owners {
 		o := &e.owners[j]
 		if !x.valid(o, t) || o.kind == KindSeeding {
@@ -209,7 +215,7 @@ func (x *Index) Record(prefix []uint64, worker string, kind OwnerKind, now time.
 	until := t + uint32(hold/indexTick)
 	for i := len(prefix) - 1; i >= 0; i-- { // deepest first: see Match
 		e := x.entryFor(prefix[i])
-		x.setOwner(&x.entries[e], slot, kind, t, until)
+		x.setOwner(x.at(e), slot, kind, t, until)
 	}
 }
 
@@ -258,8 +264,8 @@ func (x *Index) RemoveWorker(worker string) {
 	if !ok {
 		return
 	}
-	for i := range x.entries {
-		e := &x.entries[i]
+	for i := range x.n {
+		e := x.at(i)
 		for j := range e.owners {
 			if e.owners[j].slot == slot+1 {
 				e.owners[j] = blockOwner{}
@@ -285,9 +291,10 @@ func (x *Index) Forget(prefix []uint64, worker string) {
 		if !ok {
 			continue
 		}
-		for j := range x.entries[e].owners {
-			if x.entries[e].owners[j].slot == slot+1 {
-				x.entries[e].owners[j] = blockOwner{}
+		en := x.at(e)
+		for j := range en.owners {
+			if en.owners[j].slot == slot+1 {
+				en.owners[j] = blockOwner{}
 				x.blocks[slot]--
 			}
 		}
@@ -320,22 +327,27 @@ func (x *Index) entryFor(h uint64) int32 {
 		return e
 	}
 	var e int32
-	switch {
-	case len(x.entries) < x.maxBlocks:
-		x.entries = append(x.entries, entry{})
-		e = int32(len(x.entries) - 1)
-	default:
+	if int(x.n) < x.maxBlocks {
+		e = x.n
+		if int(e)>>chunkBits == len(x.chunks) {
+			x.chunks = append(x.chunks, make([]entry, 1<<chunkBits))
+		}
+		x.n++
+	} else {
 		e = x.tail
 		x.evict(e)
 	}
-	x.entries[e] = entry{hash: h, prev: -1, next: -1}
+	*x.at(e) = entry{hash: h, prev: -1, next: -1}
 	x.slots[h] = e
 	x.pushFront(e)
 	return e
 }
 
+// at returns entry e of the slab.
+func (x *Index) at(e int32) *entry { return &x.chunks[e>>chunkBits][e&(1<<chunkBits-1)] }
+
 func (x *Index) evict(e int32) {
-	old := &x.entries[e]
+	old := x.at(e)
 	for j := range old.owners {
 		if old.owners[j].slot != 0 {
 			x.blocks[old.owners[j].slot-1]--
@@ -354,14 +366,14 @@ func (x *Index) touch(e int32) {
 }
 
 func (x *Index) unlink(e int32) {
-	en := &x.entries[e]
+	en := x.at(e)
 	if en.prev >= 0 {
-		x.entries[en.prev].next = en.next
+		x.at(en.prev).next = en.next
 	} else if x.head == e {
 		x.head = en.next
 	}
 	if en.next >= 0 {
-		x.entries[en.next].prev = en.prev
+		x.at(en.next).prev = en.prev
 	} else if x.tail == e {
 		x.tail = en.prev
 	}
@@ -369,10 +381,10 @@ func (x *Index) unlink(e int32) {
 }
 
 func (x *Index) pushFront(e int32) {
-	en := &x.entries[e]
+	en := x.at(e)
 	en.prev, en.next = -1, x.head
 	if x.head >= 0 {
-		x.entries[x.head].prev = e
+		x.at(x.head).prev = e
 	}
 	x.head = e
 	if x.tail < 0 {

@@ -180,3 +180,19 @@ func BenchmarkIndexMemory(b *testing.B) {
 		runtime.KeepAlive(x)
 	}
 }
+
+// BenchmarkIndexRecordDistinct records a new 4-block prompt per iteration,
+// as a gateway serving distinct prompts does: the index grows to its bound
+// and then evicts. Growth must not copy the slab (see chunkBits).
+func BenchmarkIndexRecordDistinct(b *testing.B) {
+	x := NewIndex(1<<20, time.Hour)
+	ids := []uint64{1, 2, 3, 4}
+	var buf []uint64
+	b.ReportAllocs()
+	i := uint64(0)
+	for b.Loop() {
+		i++
+		buf = ChainIDs(i, ids, buf[:0])
+		x.Record(buf, "w", KindApproximate, epoch, 0)
+	}
+}
