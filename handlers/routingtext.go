@@ -37,20 +37,8 @@ func writeRoutingText(h *routing.BlockHasher, body []byte, ep endpoint) error {
 		return errRoutingText
 	}
 	var tools, messages, prompt span
-	for {
-		s.ws()
-		if s.consume('}') {
-			break
-		}
-		key, ok := s.str()
-		if !ok || !s.colon() {
-			return errRoutingText
-		}
-		v, ok := s.value()
-		if !ok {
-			return errRoutingText
-		}
-		switch string(body[key.start:key.end]) { // no allocation: compiler-optimised comparison
+	ok := s.object(func(key []byte, v span) {
+		switch string(key) { // no allocation: compiler-optimised comparison
 		case "tools":
 			tools = v
 		case "messages":
@@ -58,8 +46,9 @@ func writeRoutingText(h *routing.BlockHasher, body []byte, ep endpoint) error {
 		case "prompt":
 			prompt = v
 		}
-		s.ws()
-		s.consume(',')
+	})
+	if !ok {
+		return errRoutingText
 	}
 	if ep == endpointCompletions {
 		return writePrompt(h, body, prompt)
@@ -122,20 +111,8 @@ func writeMessages(h *routing.BlockHasher, body []byte, v span) error {
 			return errRoutingText
 		}
 		var m message
-		for {
-			s.ws()
-			if s.consume('}') {
-				break
-			}
-			key, ok := s.str()
-			if !ok || !s.colon() {
-				return errRoutingText
-			}
-			val, ok := s.value()
-			if !ok {
-				return errRoutingText
-			}
-			switch string(body[key.start:key.end]) {
+		ok := s.object(func(key []byte, val span) {
+			switch string(key) {
 			case "role":
 				m.role = val
 			case "name":
@@ -147,8 +124,9 @@ func writeMessages(h *routing.BlockHasher, body []byte, v span) error {
 			case "tool_call_id":
 				m.toolCallID = val
 			}
-			s.ws()
-			s.consume(',')
+		})
+		if !ok {
+			return errRoutingText
 		}
 		_ = h.WriteByte(sepMessage)
 		writeString(h, body, m.role)
@@ -205,27 +183,16 @@ func textOfPart(body []byte, part span) (span, bool) {
 	}
 	s := scanner{b: body[:part.end], i: part.start + 1}
 	var typ, text span
-	for {
-		s.ws()
-		if s.consume('}') || s.i >= len(s.b) {
-			break
-		}
-		key, ok := s.str()
-		if !ok || !s.colon() {
-			return span{}, false
-		}
-		val, ok := s.value()
-		if !ok {
-			return span{}, false
-		}
-		switch string(body[key.start:key.end]) {
+	ok := s.object(func(key []byte, val span) {
+		switch string(key) {
 		case "type":
 			typ = val
 		case "text":
 			text = val
 		}
-		s.ws()
-		s.consume(',')
+	})
+	if !ok {
+		return span{}, false
 	}
 	isText := typ.end-typ.start == len(`"text"`) && string(body[typ.start:typ.end]) == `"text"`
 	return text, isText && text.end > text.start && body[text.start] == '"'
@@ -266,7 +233,9 @@ func writeUnescaped(h *routing.BlockHasher, s []byte) {
 		case 'u':
 			r, n := decodeUnicodeEscape(s)
 			var buf [utf8.UTFMax]byte
-			_, _ = h.Write(buf[:utf8.EncodeRune(buf[:], r)])
+			for _, c := range buf[:utf8.EncodeRune(buf[:], r)] {
+				_ = h.WriteByte(c) // byte by byte: a slice of buf would escape
+			}
 			s = s[n:]
 			continue
 		default: // \" \\ \/ and anything else stands for itself

@@ -60,6 +60,29 @@ func (s *scanner) str() (span, bool) {
 	return span{}, false
 }
 
+// object walks an object's members from just inside its opening brace to
+// just past its closing one, calling each with the key's contents and the
+// value's span. It reports false on input it cannot walk.
+func (s *scanner) object(each func(key []byte, val span)) bool {
+	for {
+		s.ws()
+		if s.consume('}') {
+			return true
+		}
+		key, ok := s.str()
+		if !ok || !s.colon() {
+			return false
+		}
+		val, ok := s.value()
+		if !ok {
+			return false
+		}
+		each(s.b[key.start:key.end], val)
+		s.ws()
+		s.consume(',')
+	}
+}
+
 // value scans any value and returns its span (strings with their quotes).
 func (s *scanner) value() (span, bool) {
 	s.ws()

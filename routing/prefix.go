@@ -44,37 +44,31 @@ func (h *BlockHasher) ResetSeed(seed uint64) {
 }
 
 // Write feeds routing text; it never fails.
-func (h *BlockHasher) Write(p []byte) (int, error) {
+func (h *BlockHasher) Write(p []byte) (int, error) { return write(h, p), nil }
+
+// WriteString feeds routing text.
+func (h *BlockHasher) WriteString(s string) (int, error) { return write(h, s), nil }
+
+// write copies text into the current block, hashing each block it fills.
+func write[T string | []byte](h *BlockHasher, p T) int {
 	total := len(p)
 	for len(p) > 0 {
 		c := copy(h.buf[8+h.n:], p)
 		h.n += c
 		p = p[c:]
 		if h.n == h.blockBytes {
-			h.prev = xxh3.Hash(h.buf)
-			h.hashes = append(h.hashes, h.prev)
-			binary.LittleEndian.PutUint64(h.buf, h.prev)
-			h.n = 0
+			h.endBlock()
 		}
 	}
-	return total, nil
+	return total
 }
 
-// WriteString feeds routing text.
-func (h *BlockHasher) WriteString(s string) (int, error) {
-	total := len(s)
-	for len(s) > 0 {
-		c := copy(h.buf[8+h.n:], s)
-		h.n += c
-		s = s[c:]
-		if h.n == h.blockBytes {
-			h.prev = xxh3.Hash(h.buf)
-			h.hashes = append(h.hashes, h.prev)
-			binary.LittleEndian.PutUint64(h.buf, h.prev)
-			h.n = 0
-		}
-	}
-	return total, nil
+// endBlock hashes the full current block into the chain.
+func (h *BlockHasher) endBlock() {
+	h.prev = xxh3.Hash(h.buf)
+	h.hashes = append(h.hashes, h.prev)
+	binary.LittleEndian.PutUint64(h.buf, h.prev)
+	h.n = 0
 }
 
 // WriteByte feeds one byte of routing text.
@@ -82,10 +76,7 @@ func (h *BlockHasher) WriteByte(c byte) error {
 	h.buf[8+h.n] = c
 	h.n++
 	if h.n == h.blockBytes {
-		h.prev = xxh3.Hash(h.buf)
-		h.hashes = append(h.hashes, h.prev)
-		binary.LittleEndian.PutUint64(h.buf, h.prev)
-		h.n = 0
+		h.endBlock()
 	}
 	return nil
 }

@@ -1,49 +1,18 @@
 package main
 
 import (
-	"strings"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
 
+	"github.com/kvgate/kvgate/mooncake"
 	"github.com/kvgate/kvgate/routing"
 )
 
-func TestReadTrace(t *testing.T) {
-	tests := []struct {
-		name    string
-		in      string
-		limit   int
-		want    int
-		wantErr string
-	}{
-		{"skips blank lines", "{\"timestamp\": 0, \"input_length\": 10, \"output_length\": 1, \"hash_ids\": [1]}\n\n" +
-			"{\"timestamp\": 5, \"input_length\": 600, \"output_length\": 2, \"hash_ids\": [1, 2]}\n", 0, 2, ""},
-		{"limit", "{\"timestamp\": 0, \"input_length\": 10, \"hash_ids\": [1]}\n{\"timestamp\": 1, \"input_length\": 10, \"hash_ids\": [1]}\n", 1, 1, ""},
-		{"too few blocks", `{"timestamp": 0, "input_length": 513, "hash_ids": [1]}`, 0, 0, "line 1: input_length 513 needs 2 blocks"},
-		{"no input", `{"timestamp": 0, "input_length": 0, "hash_ids": [1]}`, 0, 0, "input_length must be at least 1"},
-		{"negative time", `{"timestamp": -1, "input_length": 1, "hash_ids": [1]}`, 0, 0, "negative timestamp"},
-		{"not json", `{"timestamp": `, 0, 0, "line 1"},
-		{"empty", "\n", 0, 0, "no records"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			recs, err := readTrace(strings.NewReader(tt.in), tt.limit)
-			if tt.wantErr != "" {
-				require.Error(t, err)
-				assert.Contains(t, err.Error(), tt.wantErr)
-				return
-			}
-			require.NoError(t, err)
-			assert.Len(t, recs, tt.want)
-		})
-	}
-}
-
 func TestTraceWorkloadHashesFullBlocks(t *testing.T) {
-	recs := []traceRecord{
+	recs := []mooncake.Record{
 		{Timestamp: 1000, InputLength: 1100, OutputLength: 4, HashIDs: []uint64{7, 8, 9}},
 		{Timestamp: 1500, InputLength: 1024, OutputLength: 0, HashIDs: []uint64{7, 8}},
 	}

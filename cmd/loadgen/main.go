@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/kvgate/kvgate/mooncake"
 	"io"
 	"os"
 	"os/signal"
@@ -268,12 +269,12 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer) error {
 func (o *options) workload() (workload, schedule, error) {
 	var (
 		w    workload
-		recs []traceRecord
+		recs []mooncake.Record
 		err  error
 	)
 	if o.trace == "" {
 		w, err = newSyntheticPrompts(o.seed, o.promptTokens, o.sharedPrefixTokens, o.prefixes, o.maxTokens)
-	} else if recs, err = readTraceFile(o.trace, o.traceLimit); err == nil {
+	} else if recs, err = mooncake.ReadFile(o.trace, o.traceLimit); err == nil {
 		w = &tracePrompts{recs: recs, defaultTokens: o.maxTokens}
 	}
 	switch {
@@ -284,7 +285,7 @@ func (o *options) workload() (workload, schedule, error) {
 	case o.rate > 0:
 		return w, newPoissonSchedule(o.seed, o.rate), nil
 	default:
-		return w, &fixedSchedule{offsets: traceOffsets(recs, o.timeScale)}, nil
+		return w, &fixedSchedule{offsets: mooncake.Offsets(recs, o.timeScale)}, nil
 	}
 }
 

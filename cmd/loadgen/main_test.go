@@ -11,6 +11,8 @@ import (
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvgate/kvgate/mooncake"
 	"go.uber.org/goleak"
 )
 
@@ -90,7 +92,7 @@ func TestRunOpenLoopEndToEnd(t *testing.T) {
 func TestRunReplaysTrace(t *testing.T) {
 	srv := newFakeServer(t, fakeConfig{})
 	trace := filepath.Join("testdata", "trace.jsonl")
-	recs, err := readTraceFile(trace, 0)
+	recs, err := mooncake.ReadFile(trace, 0)
 	require.NoError(t, err)
 
 	rep, table := runJSON(t, "--url", srv.baseURL(), "--trace", trace, "--time-scale", "100", "--stream")

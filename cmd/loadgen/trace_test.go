@@ -1,46 +1,22 @@
 package main
 
 import (
+	"bytes"
 	"path/filepath"
-	"strings"
 	"testing"
-	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvgate/kvgate/mooncake"
 )
 
-func readTestTrace(t *testing.T, limit int) []traceRecord {
+func readTestTrace(t *testing.T, limit int) []mooncake.Record {
 	t.Helper()
-	recs, err := readTraceFile(filepath.Join("testdata", "trace.jsonl"), limit)
+	recs, err := mooncake.ReadFile(filepath.Join("testdata", "trace.jsonl"), limit)
 	require.NoError(t, err)
+	require.NotEmpty(t, recs)
 	return recs
-}
-
-func TestReadTrace(t *testing.T) {
-	recs := readTestTrace(t, 0)
-	require.Len(t, recs, 6, "blank line skipped")
-	assert.Equal(t, traceRecord{Timestamp: 40, InputLength: 1536, OutputLength: 2, HashIDs: []int64{0, 1, 5}}, recs[2])
-
-	assert.Len(t, readTestTrace(t, 2), 2)
-	assert.Len(t, readTestTrace(t, 100), 6)
-}
-
-func TestReadTraceRejects(t *testing.T) {
-	tests := []struct{ name, input, want string }{
-		{"not JSON", `{"timestamp": 0, "input_length": 10, "hash_ids": [1]}` + "\n{oops}\n", "line 2"},
-		{"too few blocks", `{"timestamp": 0, "input_length": 513, "output_length": 1, "hash_ids": [1]}`, "needs 2 blocks"},
-		{"empty prompt", `{"timestamp": 0, "input_length": 0, "output_length": 1, "hash_ids": []}`, "input_length"},
-		{"negative timestamp", `{"timestamp": -1, "input_length": 1, "output_length": 1, "hash_ids": [1]}`, "timestamp"},
-		{"no records", "\n\n", "no records"},
-	}
-	for _, tt := range tests {
-		t.Run(tt.name, func(t *testing.T) {
-			_, err := readTrace(strings.NewReader(tt.input), 0)
-			require.Error(t, err)
-			assert.Contains(t, err.Error(), tt.want)
-		})
-	}
 }
 
 func TestTracePrompts(t *testing.T) {
@@ -68,7 +44,7 @@ func TestTracePrompts(t *testing.T) {
 	t.Run("a block's text depends on its id alone", func(t *testing.T) {
 		block0 := appendText(nil, blockKey(0), blockChars)
 		assert.Equal(t, block0, prompts[0][:blockChars])
-		again := &tracePrompts{recs: []traceRecord{{InputLength: 512, HashIDs: []int64{0}}}}
+		again := &tracePrompts{recs: []mooncake.Record{{InputLength: 512, HashIDs: []uint64{0}}}}
 		assert.Equal(t, block0, again.appendPrompt(nil, 0), "same id in another trace")
 	})
 	t.Run("last block is cut short", func(t *testing.T) {
@@ -82,27 +58,21 @@ func TestTracePrompts(t *testing.T) {
 	assert.Equal(t, len(recs), w.size())
 }
 
-func TestTraceOffsets(t *testing.T) {
-	recs := []traceRecord{{Timestamp: 1000}, {Timestamp: 1000}, {Timestamp: 1040}, {Timestamp: 3000}}
-	assert.Equal(t, []time.Duration{0, 0, 40 * time.Millisecond, 2 * time.Second}, traceOffsets(recs, 1))
-	assert.Equal(t, []time.Duration{0, 0, 10 * time.Millisecond, 500 * time.Millisecond}, traceOffsets(recs, 4))
-	assert.Nil(t, traceOffsets(nil, 1))
-}
-
 func FuzzParseTraceLine(f *testing.F) {
 	f.Add([]byte(`{"timestamp": 0, "input_length": 1200, "output_length": 5, "hash_ids": [0, 1, 2]}`))
 	f.Add([]byte(`{"timestamp": 1e9, "input_length": 1, "hash_ids": [-1]}`))
 	f.Add([]byte(`[]`))
 	f.Fuzz(func(t *testing.T, line []byte) {
-		rec, err := parseTraceLine(line)
-		if err != nil {
+		recs, err := mooncake.Read(bytes.NewReader(line), 1)
+		if err != nil || len(recs) != 1 {
 			return
 		}
+		rec := recs[0]
 		// Whatever parses must expand to exactly its length.
 		if rec.InputLength > 1<<16 {
 			return
 		}
-		w := &tracePrompts{recs: []traceRecord{rec}, defaultTokens: 1}
+		w := &tracePrompts{recs: []mooncake.Record{rec}, defaultTokens: 1}
 		if got := len(w.appendPrompt(nil, 0)); got != rec.InputLength*charsPerToken {
 			t.Fatalf("prompt of %d chars for input_length %d", got, rec.InputLength)
 		}
