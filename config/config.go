@@ -46,7 +46,7 @@ type Routing struct {
 
 // RoutingIndex bounds the prefix ownership index.
 type RoutingIndex struct {
-	MaxBlocks int           `koanf:"max_blocks" doc:"Prefix blocks the ownership index holds (LRU beyond); about 140 bytes each."`
+	MaxBlocks int           `koanf:"max_blocks" doc:"Prefix blocks the ownership index holds (LRU beyond); about 125 bytes each."`
 	TTL       time.Duration `koanf:"ttl" doc:"Approximate ownership lapses after this long unused."`
 }
 

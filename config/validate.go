@@ -94,11 +94,17 @@ func (c *Config) Validate() error {
 		p.add("routing.max_cached_owners_per_prefix", "must be at most 6 (owners kept per block), got %d", c.Routing.MaxCachedOwnersPerPrefix)
 	}
 	p.positive("routing.spill_cooldown", c.Routing.SpillCooldown)
+	if c.Routing.SpillCooldown > time.Hour {
+		p.add("routing.spill_cooldown", "must be at most 1h, got %s", c.Routing.SpillCooldown)
+	}
 	p.atLeast("routing.index.max_blocks", c.Routing.Index.MaxBlocks, 1024)
 	if c.Routing.Index.MaxBlocks > 1<<30 {
 		p.add("routing.index.max_blocks", "must be at most 2^30, got %d", c.Routing.Index.MaxBlocks)
 	}
 	p.positive("routing.index.ttl", c.Routing.Index.TTL)
+	if c.Routing.Index.TTL > 30*24*time.Hour {
+		p.add("routing.index.ttl", "must be at most 720h, got %s", c.Routing.Index.TTL)
+	}
 	if c.Routing.SGLang.CacheThreshold < 0 || c.Routing.SGLang.CacheThreshold > 1 {
 		p.add("routing.sglang.cache_threshold", "must be in [0, 1], got %v", c.Routing.SGLang.CacheThreshold)
 	}

@@ -70,7 +70,7 @@ func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
 		if g.opts.BlockBytes > 0 {
 			h := g.hashers.Get().(*routing.BlockHasher)
 			defer g.hashers.Put(h)
-			h.Reset(p.Model)
+			h.ResetSeed(routing.CacheSeed(p.Model, p.CacheSalt))
 			if writeRoutingText(h, body, ep) == nil {
 				prefix = h.Hashes()
 			}

@@ -35,6 +35,9 @@ type completionRequest struct {
 	// cost no allocation, and goccy would copy a custom unmarshaler's bytes.
 	Messages *[]struct{} `json:"messages"`
 	Prompt   jsonSpan    `json:"prompt"`
+	// CacheSalt isolates a tenant's prefix cache in vLLM: equal prompts
+	// with different salts share no KV, so they must not share a hash.
+	CacheSalt string `json:"cache_salt"`
 }
 
 // jsonSpan records the shape of a JSON value: its first byte, its length,

@@ -22,6 +22,7 @@ const (
 	sepMessage = 0x1e // starts a message
 	sepField   = 0x1f // between a message's fields
 	sepTools   = 0x1d // starts the tool definitions
+	sepTokens  = 0x1c // starts a prompt given as token ids
 )
 
 var errRoutingText = errors.New("malformed request body")
@@ -83,7 +84,8 @@ func writePrompt(h *routing.BlockHasher, body []byte, v span) error {
 			if body[e.start] == '"' {
 				writeUnescaped(h, body[e.start+1:e.end-1])
 			} else {
-				writeCompact(h, body[e.start:e.end]) // token ids
+				_ = h.WriteByte(sepTokens) // token ids, never confused with text
+				writeCompact(h, body[e.start:e.end])
 			}
 			s.ws()
 			s.consume(',')
@@ -283,28 +285,55 @@ func hex4(s []byte, at int) (rune, bool) {
 	return r, true
 }
 
-// writeCompact writes a JSON value without insignificant whitespace.
+// writeCompact writes a JSON value without insignificant whitespace and
+// with its strings unescaped, so that two encoders of the same tool list
+// ("caf\u00e9" or "café") give the same routing text: the engine decodes
+// the JSON before rendering it into the prompt.
 func writeCompact(h *routing.BlockHasher, v []byte) {
-	inString := false
-	start := 0
-	for i := 0; i < len(v); i++ {
+	for i := 0; i < len(v); {
 		c := v[i]
-		if inString {
-			switch c {
-			case '\\':
-				i++
-			case '"':
-				inString = false
-			}
-			continue
-		}
 		switch c {
-		case '"':
-			inString = true
 		case ' ', '\t', '\n', '\r':
-			_, _ = h.Write(v[start:i])
-			start = i + 1
+			i++
+		case '"':
+			end := stringEnd(v, i+1)
+			_ = h.WriteByte('"')
+			writeUnescaped(h, v[i+1:end])
+			_ = h.WriteByte('"')
+			i = end + 1
+		default:
+			j := i + 1
+			for j < len(v) && !isStructural(v[j]) {
+				j++
+			}
+			_, _ = h.Write(v[i:j])
+			i = j
 		}
 	}
-	_, _ = h.Write(v[start:])
+}
+
+// stringEnd returns the index of the quote closing the string whose
+// contents start at i (len(v) if it is unterminated).
+func stringEnd(v []byte, i int) int {
+	for i < len(v) {
+		j := indexAny2(v[i:], '"', '\\')
+		if j < 0 {
+			return len(v)
+		}
+		i += j
+		if v[i] == '\\' {
+			i += 2
+			continue
+		}
+		return i
+	}
+	return len(v)
+}
+
+func isStructural(c byte) bool {
+	switch c {
+	case ' ', '\t', '\n', '\r', '"':
+		return true
+	}
+	return false
 }

@@ -2,6 +2,7 @@ package handlers
 
 import (
 	"fmt"
+	"slices"
 	"strings"
 	"testing"
 
@@ -29,8 +30,11 @@ func TestRoutingTextEquivalences(t *testing.T) {
 			`{"model":"m","messages":[{"role":"system","content":"` + system + `"},{"role":"user","content":"hi"}]}`,
 			`{"messages":[{"content":"` + system + `","role":"system"},{"content":"hi","role":"user"}],"model":"m"}`},
 		{"escapes decode",
-			`{"model":"m","messages":[{"role":"user","content":"caf\u00e9 \"quoted\" \ud83d\ude00 tab\tend ` + system + `"}]}`,
-			`{"model":"m","messages":[{"role":"user","content":"café \"quoted\" 😀 tab	end ` + system + `"}]}`},
+			`{"model":"m","messages":[{"role":"user","content":"caf\u00e9 \u0022quoted\" \ud83d\ude00 tab\u0009end \/ ` + system + `"}]}`,
+			`{"model":"m","messages":[{"role":"user","content":"café \"quoted\" 😀 tab\tend / ` + system + `"}]}`},
+		{"escapes decode inside tools and tool calls",
+			`{"model":"m","tools":[{"type":"function","function":{"name":"f","description":"caf\u00e9 \u003cb\u003e"}}],"messages":[{"role":"user","content":"` + system + `"}]}`,
+			`{"model":"m","tools":[{"type":"function","function":{"name":"f","description":"café <b>"}}],"messages":[{"role":"user","content":"` + system + `"}]}`},
 		{"text parts read as text",
 			`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"` + system + `"}]}]}`,
 			`{"model":"m","messages":[{"role":"user","content":"` + system + `"}]}`},
@@ -82,6 +86,9 @@ func TestRoutingTextCompletions(t *testing.T) {
 	require.NotEmpty(t, arr)
 	tokens := routingHashes(t, `{"model":"m","prompt":[1,2,3,4,5,6,7,8,9,10,11,12,13,14,15,16,17,18,19,20,21,22,23,24,25,26,27,28,29,30,31,32,33,34,35,36,37,38,39,40,41,42,43,44,45,46]}`, endpointCompletions)
 	assert.NotEmpty(t, tokens, "token-id prompts route too")
+	asText := routingHashes(t, `{"model":"m","prompt":["123456789012345678901234567890"]}`, endpointCompletions)
+	asIDs := routingHashes(t, `{"model":"m","prompt":[123456789012345678901234567890]}`, endpointCompletions)
+	assert.NotEqual(t, asText, asIDs, "digits as text and as token ids differ")
 }
 
 func TestRoutingTextRejectsWhatItCannotRead(t *testing.T) {
@@ -109,14 +116,16 @@ func TestRoutingTextAllocatesNothing(t *testing.T) {
 	assert.Zero(t, allocs)
 }
 
-// FuzzRoutingText: any body goccy accepts is walked without a panic, and
-// the hashes do not depend on how the hasher is reused.
+// FuzzRoutingText: any body parseRequest accepts is walked without a
+// panic, and its hashes depend only on the body, not on what the pooled
+// hasher hashed before.
 func FuzzRoutingText(f *testing.F) {
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"hi \u00e9"}]}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":[{"type":"text","text":"a"},{"type":"image_url"}]}],"tools":[{}]}`))
 	f.Add([]byte(`{"model":"m","prompt":["a","b",[1,2]]}`))
 	f.Add([]byte(`{"model":"m","messages":[{"role":"user","content":"\ud800\u"}]}`))
 	h := routing.NewBlockHasher(8)
+	other := routing.NewBlockHasher(8)
 	f.Fuzz(func(t *testing.T, body []byte) {
 		for _, ep := range []endpoint{endpointChat, endpointCompletions} {
 			if _, aerr := parseRequest(body, ep); aerr != nil {
@@ -126,10 +135,11 @@ func FuzzRoutingText(f *testing.F) {
 			if writeRoutingText(h, body, ep) != nil {
 				continue
 			}
-			first := append([]uint64(nil), h.Hashes()...)
-			h.Reset("m")
-			_ = writeRoutingText(h, body, ep)
-			if len(first) != len(h.Hashes()) {
+			other.Reset("m")
+			_ = writeRoutingText(other, []byte(`{"model":"x","messages":[{"role":"user","content":"history"}]}`), endpointChat)
+			other.Reset("m")
+			_ = writeRoutingText(other, body, ep)
+			if !slices.Equal(h.Hashes(), other.Hashes()) {
 				t.Fatal("hashes depend on the hasher's history")
 			}
 		}

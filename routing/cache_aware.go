@@ -28,17 +28,28 @@ const (
 // this answers: one worker with 38 running and 64–102 waiting on a shared
 // prefix while peers idled, because replication was treated as a target and
 // fleet-wide imbalance drove churn instead of relief.)
+//
+// The ceiling and the spill cooldown are per distinct prefix: the deepest
+// block the candidates hold. Sessions that share a system prompt and then
+// diverge are distinct prefixes, each with its own owners.
 type CacheAware struct {
 	cfg    PolicyConfig
 	index  *Index
 	spills *protections
 	avg    avgWork
 
-	owners    []Owner // scratch, reused under the router's lock
-	ownerIdx  []int
-	pressures []float64
-	others    []Candidate
-	otherIdx  []int
+	ids      []string // scratch, reused under the router's lock
+	owners   []Owner
+	ownerIdx []int
+	load     []ownerLoad
+	others   []Candidate
+	otherIdx []int
+}
+
+// ownerLoad is an owner's pressure, or unknown.
+type ownerLoad struct {
+	p     float64
+	known bool
 }
 
 var _ Policy = (*CacheAware)(nil)
@@ -60,78 +71,83 @@ func (p *CacheAware) Select(req *Request, cands []Candidate, s *Scratch) (int, L
 	if len(req.Prefix) == 0 {
 		return PowerOfTwo(cands, s, avg), LabelColdP2C
 	}
-	matched, owners := p.index.Match(req.Prefix, s.Now, p.owners[:0])
+	p.ids = p.ids[:0]
+	for i := range cands {
+		p.ids = append(p.ids, cands[i].ID)
+	}
+	matched, owners := p.index.Match(req.Prefix, s.Now, p.ids, p.owners[:0])
 	p.owners = owners
-	s.Matched = matched
 
-	// The owners that can take this request now; the rest are unhealthy,
-	// draining, excluded by a retry or gone, and fall back below.
-	p.ownerIdx, p.pressures = p.ownerIdx[:0], p.pressures[:0]
+	// Owners are candidates by construction (Match looks among them only).
+	p.ownerIdx, p.load = p.ownerIdx[:0], p.load[:0]
 	for _, o := range owners {
-		for i := range cands {
-			if cands[i].ID == o.Worker {
-				p.ownerIdx = append(p.ownerIdx, i)
-				p.pressures = append(p.pressures, pressureOrZero(&cands[i]))
-				break
-			}
+		if i := indexOf(cands, o.Worker); i >= 0 {
+			p.ownerIdx = append(p.ownerIdx, i)
+			pr, known := ownerPressure(&cands[i])
+			p.load = append(p.load, ownerLoad{pr, known})
 		}
 	}
 	if len(p.ownerIdx) == 0 {
 		i := PowerOfTwo(cands, s, avg)
-		p.record(req.Prefix, cands[i].ID, s)
+		p.record(req.Prefix, cands[i].ID, s, 0)
 		return i, LabelColdP2C
 	}
 
-	minP := p.pressures[0]
-	for _, pr := range p.pressures[1:] {
-		minP = min(minP, pr)
+	// Suitable owners: below the high-water mark and within the slack of
+	// the least-pressured known owner. An owner whose pressure is unknown
+	// fails open (it is suitable) but sets no baseline for the others.
+	minP, anyKnown := 0.0, false
+	for _, l := range p.load {
+		if l.known && (!anyKnown || l.p < minP) {
+			minP, anyKnown = l.p, true
+		}
 	}
 	best := -1
 	for k, i := range p.ownerIdx {
-		pr := p.pressures[k]
-		if pr >= p.cfg.PressureHighWater || pr > minP+p.cfg.PressureSlack {
+		l := p.load[k]
+		if l.known && (l.p >= p.cfg.PressureHighWater || l.p > minP+p.cfg.PressureSlack) {
 			continue
 		}
-		if best < 0 || lessReserved(&cands[i], pr, &cands[p.ownerIdx[best]], p.pressures[best]) {
+		if best < 0 || lessReserved(&cands[i], l.p, &cands[p.ownerIdx[best]], p.load[best].p) {
 			best = k
 		}
 	}
 	if best >= 0 {
 		i := p.ownerIdx[best]
-		p.record(req.Prefix, cands[i].ID, s)
+		p.record(req.Prefix, cands[i].ID, s, matched)
 		return i, LabelOwnerHit
 	}
 	return p.pressured(req, matched, len(owners), cands, s, avg)
 }
 
-// pressured decides for a prefix whose every usable owner is pressured.
+// pressured decides for a prefix whose every owner is pressured.
 func (p *CacheAware) pressured(req *Request, matched, ownerCount int, cands []Candidate, s *Scratch, avg int) (int, Label) {
 	key := req.Prefix[matched-1]
 	prot := p.spills.get(key, s.Now)
 	hold := p.leastPressuredOwner()
 	if prot.current(s.Now) == SpillCooling {
-		p.record(req.Prefix, cands[hold].ID, s)
+		p.record(req.Prefix, cands[hold].ID, s, matched)
 		return hold, LabelSpillCoalesced
 	}
 	if p.cfg.MaxCachedOwnersPerPrefix <= 0 || ownerCount >= p.cfg.MaxCachedOwnersPerPrefix {
-		p.record(req.Prefix, cands[hold].ID, s)
+		p.record(req.Prefix, cands[hold].ID, s, matched)
 		return hold, LabelCeilingHold
 	}
-	// A destination: a non-owner below the high-water mark (unknown
-	// pressure fails open), chosen by size-aware power of two choices.
+	// A destination: a non-owner not known to be at the high-water mark
+	// (its own in-flight work counts), by size-aware power of two choices.
 	p.others, p.otherIdx = p.others[:0], p.otherIdx[:0]
 	for i := range cands {
 		if p.isOwner(i) {
 			continue
 		}
-		if pr, ok := cands[i].Pressure(); ok && pr >= p.cfg.PressureHighWater {
+		if pr, known := ownerPressure(&cands[i]); known && pr >= p.cfg.PressureHighWater {
 			continue
 		}
 		p.others = append(p.others, cands[i])
 		p.otherIdx = append(p.otherIdx, i)
 	}
 	if len(p.others) == 0 {
-		p.record(req.Prefix, cands[hold].ID, s)
+		p.record(req.Prefix, cands[hold].ID, s, matched)
 		return hold, LabelNoSafeHomeHold
 	}
 	i := p.otherIdx[PowerOfTwo(p.others, s, avg)]
@@ -139,7 +155,7 @@ func (p *CacheAware) pressured(req *Request, matched, ownerCount int, cands []Ca
 	prot.spill(dest, s.Now, p.cfg.SpillCooldown)
 	p.spills.put(key, prot, s.Now)
 	p.index.Record(req.Prefix[:matched], dest, KindProvisional, s.Now, p.cfg.SpillCooldown)
-	p.record(req.Prefix, dest, s)
+	p.record(req.Prefix, dest, s, 0)
 	return i, LabelPressureSpill
 }
 
@@ -152,10 +168,11 @@ func (p *CacheAware) isOwner(i int) bool {
 	return false
 }
 
+// leastPressuredOwner is the owner to hold a request on.
 func (p *CacheAware) leastPressuredOwner() int {
 	best := 0
 	for k := range p.ownerIdx {
-		if p.pressures[k] < p.pressures[best] {
+		if p.load[k].p < p.load[best].p {
 			best = k
 		}
 	}
@@ -163,24 +180,27 @@ func (p *CacheAware) leastPressuredOwner() int {
 }
 
 // record marks the chosen worker as an approximate owner of the request's
-// whole prefix: the next request that extends it finds it there.
-func (p *CacheAware) record(prefix []uint64, worker string, s *Scratch) {
+// whole prefix (the next request that extends it finds it there) and tells
+// the router what the decision matched and what to withdraw if the request
+// fails: the blocks the worker did not hold before (held: how many leading
+// blocks it did).
+func (p *CacheAware) record(prefix []uint64, worker string, s *Scratch, held int) {
 	p.index.Record(prefix, worker, KindApproximate, s.Now, 0)
+	s.Matched, s.Held, s.Recorded = held, held, true
 }
 
-// pressureOrZero is a candidate's pressure; without fresh telemetry it is
-// the floor this gateway knows for certain, its own in-flight requests over
-// the worker's capacity (0 when the capacity is unknown too). Missing or
-// stale telemetry thus fails open, assuming no load it cannot see, yet a
-// burst routed before the first sample still counts.
-func pressureOrZero(c *Candidate) float64 {
+// ownerPressure is a candidate's pressure and whether it is known. Without
+// fresh telemetry the floor this gateway knows for certain still counts,
+// its own in-flight requests over the worker's capacity; with no capacity
+// either, the pressure is unknown (and fails open).
+func ownerPressure(c *Candidate) (float64, bool) {
 	if pr, ok := c.Pressure(); ok {
-		return pr
+		return pr, true
 	}
 	if c.Load.MaxRunning > 0 {
-		return float64(c.Load.Inflight) / float64(c.Load.MaxRunning)
+		return float64(c.Load.Inflight) / float64(c.Load.MaxRunning), true
 	}
-	return 0
+	return 0, false
 }
 
 // lessReserved orders suitable owners: less work reserved since the last

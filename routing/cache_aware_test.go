@@ -84,7 +84,7 @@ func TestOnlyOwnerPressuredSpillsOnceAndTheNextRequestReusesIt(t *testing.T) {
 	dest := first.Worker.ID
 	require.NotEqual(t, "w0", dest)
 
-	_, owners := f.policy.Index().Match(p, f.now, nil)
+	_, owners := f.policy.Index().Match(p, f.now, nil, nil)
 	kinds := map[string]OwnerKind{}
 	for _, o := range owners {
 		kinds[o.Worker] = o.Kind
@@ -101,7 +101,7 @@ func TestOnlyOwnerPressuredSpillsOnceAndTheNextRequestReusesIt(t *testing.T) {
 	}
 
 	f.now = f.now.Add(DefaultPolicyConfig().SpillCooldown + time.Second)
-	_, owners = f.policy.Index().Match(p, f.now, nil)
+	_, owners = f.policy.Index().Match(p, f.now, nil, nil)
 	for _, o := range owners {
 		if o.Worker == dest {
 			assert.Equal(t, KindApproximate, o.Kind, "after the cooldown the provisional owner is an ordinary owner")
@@ -269,7 +269,7 @@ func TestExcludedOrRemovedOwnersFallBackAndAgeOut(t *testing.T) {
 	d = g.route(p)
 	assert.Equal(t, LabelColdP2C, d.Label)
 	g.policy.Index().RemoveWorker("w0")
-	_, owners := g.policy.Index().Match(p, g.now, nil)
+	_, owners := g.policy.Index().Match(p, g.now, nil, nil)
 	for _, o := range owners {
 		assert.NotEqual(t, "w0", o.Worker, "a removed worker's ownership is dropped")
 	}
@@ -280,7 +280,7 @@ func TestExcludedOrRemovedOwnersFallBackAndAgeOut(t *testing.T) {
 	for i := range h.pool {
 		h.setLoad(i, 0)
 	}
-	matched, _ := h.policy.Index().Match(p, h.now, nil)
+	matched, _ := h.policy.Index().Match(p, h.now, nil, nil)
 	assert.Zero(t, matched, "approximate ownership ages out after the TTL")
 	assert.Equal(t, LabelColdP2C, h.route(p).Label)
 }

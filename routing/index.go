@@ -63,7 +63,7 @@ const maxOwnersPerBlock = 6
 type blockOwner struct {
 	slot    uint16 // worker slot + 1; 0 = empty
 	kind    OwnerKind
-	_       uint8
+	gen     uint8  // the slot's generation when recorded: a removed worker's entries lapse at once
 	lastUse uint32 // ticks
 	until   uint32 // provisional: ticks until which the kind holds
 }
@@ -91,7 +91,9 @@ type Index struct {
 
 	workers    []string // slot → worker id ("" = free)
 	workerSlot map[string]uint16
-	blocks     []int // slot → blocks owned, for policies that weigh a worker's cache size
+	slotGen    []uint8 // slot → generation, bumped when its worker is removed
+	blocks     []int   // slot → blocks owned, for policies that weigh a worker's cache size
+	allow      []bool  // scratch: the slots Match may answer with
 }
 
 // NewIndex returns an index of at most maxBlocks blocks whose approximate
@@ -140,9 +142,15 @@ func (x *Index) WorkerBlocks(worker string) int {
 	return 0
 }
 
+// current reports whether o belongs to its slot's present worker (and so
+// is counted in blocks).
+func (x *Index) current(o *blockOwner) bool {
+	return o.slot != 0 && o.gen == x.slotGen[o.slot-1]
+}
+
 // valid reports whether o still counts at now.
 func (x *Index) valid(o *blockOwner, now uint32) bool {
-	if o.slot == 0 {
+	if !x.current(o) {
 		return false
 	}
 	switch o.kind {
@@ -152,14 +160,18 @@ func (x *Index) valid(o *blockOwner, now uint32) bool {
 	return true
 }
 
-// Match finds the longest indexed prefix of prefix: the number of leading
-// blocks that some worker holds, and the workers holding the deepest of
-// them (appended to dst). Seeding owners are never returned: a seed is
-// invisible to ordinary routing until it commits.
-func (x *Index) Match(prefix []uint64, now time.Time, dst []Owner) (matched int, owners []Owner) {
+// Match finds the longest indexed prefix of prefix held by one of the
+// workers in among (any worker when among is nil): the number of leading
+// blocks such a worker holds, and those of them holding the deepest one
+// (appended to dst). Owners outside among (unhealthy, excluded by a retry)
+// neither deepen the match nor hide the replicas that can serve it. Seeding
+// owners are never returned: a seed is invisible to ordinary routing until
+// it commits.
+func (x *Index) Match(prefix []uint64, now time.Time, among []string, dst []Owner) (matched int, owners []Owner) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	t := x.tick(now)
+	x.allowOnly(among)
 	deepest := int32(-1)
 	for i, h := range prefix {
 		e, ok := x.slots[h]
@@ -180,7 +192,7 @@ func (x *Index) Match(prefix []uint64, now time.Time, dst []Owner) (matched int,
 	e := x.at(deepest)
 	for j := range e.owners {
 		o := &e.owners[j]
-		if !x.valid(o, t) || o.kind == KindSeeding {
+		if !x.visible(o, t) {
 			continue
 		}
 		kind := o.kind
@@ -192,9 +204,30 @@ func (x *Index) Match(prefix []uint64, now time.Time, dst []Owner) (matched int,
 	return matched, dst
 }
 
+// allowOnly sets the scratch slot filter to the workers of among (all when nil).
+func (x *Index) allowOnly(among []string) {
+	if cap(x.allow) < len(x.workers) {
+		x.allow = make([]bool, len(x.workers), cap(x.workers))
+	}
+	x.allow = x.allow[:len(x.workers)]
+	for i := range x.allow {
+		x.allow[i] = among == nil
+	}
+	for _, w := range among {
+		if s, ok := x.workerSlot[w]; ok {
+			x.allow[s] = true
+		}
+	}
+}
+
+// visible reports whether o answers Match: valid, allowed, not a seed.
+func (x *Index) visible(o *blockOwner, t uint32) bool {
+	return x.valid(o, t) && o.kind != KindSeeding && x.allow[o.slot-1]
+}
+
 func (x *Index) anyVisible(e *entry, t uint32) bool {
 	for j := range e.owners {
-		if x.valid(&e.owners[j], t) && e.owners[j].kind != KindSeeding {
+		if x.visible(&e.owners[j], t) {
 			return true
 		}
 	}
@@ -223,7 +256,7 @@ func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32)
 	free, oldest := -1, -1
 	for j := range e.owners {
 		o := &e.owners[j]
-		if o.slot == slot+1 {
+		if o.slot == slot+1 && x.current(o) {
 			o.lastUse = t
 			if kind > o.kind || (kind == KindProvisional && until > o.until) {
 				if o.kind != KindAuthoritative {
@@ -233,11 +266,8 @@ func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32)
 			}
 			return
 		}
-		if o.slot == 0 || !x.valid(o, t) {
-			if o.slot != 0 {
-				x.blocks[o.slot-1]--
-				*o = blockOwner{}
-			}
+		if !x.valid(o, t) {
+			x.drop(o)
 			if free < 0 {
 				free = j
 			}
@@ -249,14 +279,25 @@ func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32)
 		if oldest < 0 {
 			return // every owner authoritative: the engine's word stands
 		}
-		x.blocks[e.owners[oldest].slot-1]--
+		x.drop(&e.owners[oldest])
 		free = oldest
 	}
-	e.owners[free] = blockOwner{slot: slot + 1, kind: kind, lastUse: t, until: until}
+	e.owners[free] = blockOwner{slot: slot + 1, kind: kind, gen: x.slotGen[slot], lastUse: t, until: until}
 	x.blocks[slot]++
 }
 
-// RemoveWorker drops every block ownership of worker (it left the fleet).
+// drop empties an owner record, uncounting it if its worker is present.
+func (x *Index) drop(o *blockOwner) {
+	if x.current(o) {
+		x.blocks[o.slot-1]--
+	}
+	*o = blockOwner{}
+}
+
+// RemoveWorker drops every block ownership of worker: it left the fleet, or
+// came back as a new incarnation whose cache is empty. It is O(1): the
+// worker's slot moves to a new generation, and records of the old one no
+// longer count anywhere (they are reclaimed as their blocks are reused).
 func (x *Index) RemoveWorker(worker string) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -264,16 +305,9 @@ func (x *Index) RemoveWorker(worker string) {
 	if !ok {
 		return
 	}
-	for i := range x.n {
-		e := x.at(i)
-		for j := range e.owners {
-			if e.owners[j].slot == slot+1 {
-				e.owners[j] = blockOwner{}
-			}
-		}
-	}
 	delete(x.workerSlot, worker)
 	x.workers[slot] = ""
+	x.slotGen[slot]++
 	x.blocks[slot] = 0
 }
 
@@ -293,9 +327,8 @@ func (x *Index) Forget(prefix []uint64, worker string) {
 		}
 		en := x.at(e)
 		for j := range en.owners {
-			if en.owners[j].slot == slot+1 {
-				en.owners[j] = blockOwner{}
-				x.blocks[slot]--
+			if en.owners[j].slot == slot+1 && x.current(&en.owners[j]) {
+				x.drop(&en.owners[j])
 			}
 		}
 	}
@@ -314,6 +347,7 @@ func (x *Index) slotFor(worker string) uint16 {
 	}
 	x.workers = append(x.workers, worker)
 	x.blocks = append(x.blocks, 0)
+	x.slotGen = append(x.slotGen, 0)
 	s := uint16(len(x.workers) - 1)
 	x.workerSlot[worker] = s
 	return s
@@ -349,9 +383,7 @@ func (x *Index) at(e int32) *entry { return &x.chunks[e>>chunkBits][e&(1<<chunkB
 func (x *Index) evict(e int32) {
 	old := x.at(e)
 	for j := range old.owners {
-		if old.owners[j].slot != 0 {
-			x.blocks[old.owners[j].slot-1]--
-		}
+		x.drop(&old.owners[j])
 	}
 	delete(x.slots, old.hash)
 	x.unlink(e)

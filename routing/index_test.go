@@ -18,16 +18,16 @@ func TestIndexLongestPrefix(t *testing.T) {
 	x.Record(a, "wa", KindApproximate, epoch, 0)
 	x.Record(b, "wb", KindApproximate, epoch, 0)
 
-	matched, owners := x.Match(prompt(1, 2, 3, 4, 5), epoch, nil)
+	matched, owners := x.Match(prompt(1, 2, 3, 4, 5), epoch, nil, nil)
 	assert.Equal(t, 4, matched)
 	require.Len(t, owners, 1)
 	assert.Equal(t, "wa", owners[0].Worker)
 
-	matched, owners = x.Match(prompt(1, 2, 7), epoch, nil)
+	matched, owners = x.Match(prompt(1, 2, 7), epoch, nil, nil)
 	assert.Equal(t, 2, matched, "the shared head")
 	assert.ElementsMatch(t, []string{"wa", "wb"}, workerIDs(owners))
 
-	matched, owners = x.Match(prompt(5), epoch, nil)
+	matched, owners = x.Match(prompt(5), epoch, nil, nil)
 	assert.Zero(t, matched)
 	assert.Empty(t, owners)
 	assert.Equal(t, 5, x.Len())
@@ -48,9 +48,9 @@ func TestIndexLRUEvictsPrefixTailsFirst(t *testing.T) {
 	x.Record(prompt(1, 2, 5, 6), "w", KindApproximate, epoch, 0) // shares the head: 6 blocks in all
 	x.Record(prompt(7), "w", KindApproximate, epoch, 0)          // one more block: evict one
 	assert.Equal(t, 6, x.Len())
-	matched, _ := x.Match(prompt(1, 2, 5, 6), epoch, nil)
+	matched, _ := x.Match(prompt(1, 2, 5, 6), epoch, nil, nil)
 	assert.Equal(t, 4, matched, "the most recent chain is whole")
-	matched, _ = x.Match(prompt(1, 2, 3, 4), epoch, nil)
+	matched, _ = x.Match(prompt(1, 2, 3, 4), epoch, nil, nil)
 	assert.Equal(t, 3, matched, "the older chain lost its tail, not its head")
 }
 
@@ -59,10 +59,10 @@ func TestIndexProvisionalLapses(t *testing.T) {
 	p := prompt(1, 2)
 	x.Record(p, "w", KindProvisional, epoch, 5*time.Second)
 	x.Record(p, "w", KindApproximate, epoch.Add(time.Second), 0)
-	_, owners := x.Match(p, epoch.Add(2*time.Second), nil)
+	_, owners := x.Match(p, epoch.Add(2*time.Second), nil, nil)
 	require.Len(t, owners, 1)
 	assert.Equal(t, KindProvisional, owners[0].Kind, "an approximate refresh does not demote a provisional owner")
-	_, owners = x.Match(p, epoch.Add(6*time.Second), nil)
+	_, owners = x.Match(p, epoch.Add(6*time.Second), nil, nil)
 	assert.Equal(t, KindApproximate, owners[0].Kind)
 }
 
@@ -70,11 +70,11 @@ func TestIndexSeedingOwnersAreInvisible(t *testing.T) {
 	x := NewIndex(10, time.Hour)
 	p := prompt(1, 2)
 	x.Record(p, "seed", KindSeeding, epoch, 0)
-	matched, owners := x.Match(p, epoch, nil)
+	matched, owners := x.Match(p, epoch, nil, nil)
 	assert.Zero(t, matched)
 	assert.Empty(t, owners)
 	x.Record(p, "w", KindApproximate, epoch, 0)
-	_, owners = x.Match(p, epoch, nil)
+	_, owners = x.Match(p, epoch, nil, nil)
 	assert.Equal(t, []string{"w"}, workerIDs(owners))
 }
 
@@ -84,7 +84,7 @@ func TestIndexBoundsOwnersPerBlock(t *testing.T) {
 	for i := range maxOwnersPerBlock + 2 {
 		x.Record(p, fmt.Sprintf("w%d", i), KindApproximate, epoch.Add(time.Duration(i)*time.Second), 0)
 	}
-	_, owners := x.Match(p, epoch.Add(time.Minute), nil)
+	_, owners := x.Match(p, epoch.Add(time.Minute), nil, nil)
 	assert.Len(t, owners, maxOwnersPerBlock)
 	assert.NotContains(t, workerIDs(owners), "w0", "the least recently used owner made room")
 	assert.NotContains(t, workerIDs(owners), "w1")
@@ -96,11 +96,11 @@ func TestIndexForgetAndRemove(t *testing.T) {
 	x.Record(p, "a", KindApproximate, epoch, 0)
 	x.Record(p, "b", KindApproximate, epoch, 0)
 	x.Forget(p[1:], "a")
-	matched, owners := x.Match(p, epoch, nil)
+	matched, owners := x.Match(p, epoch, nil, nil)
 	assert.Equal(t, 3, matched)
 	assert.Equal(t, []string{"b"}, workerIDs(owners))
 	x.RemoveWorker("b")
-	matched, owners = x.Match(p, epoch, nil)
+	matched, owners = x.Match(p, epoch, nil, nil)
 	assert.Equal(t, 1, matched, "only a's first block is left")
 	assert.Equal(t, []string{"a"}, workerIDs(owners))
 	assert.Zero(t, x.WorkerBlocks("b"))
@@ -114,7 +114,7 @@ func TestIndexConcurrentUse(t *testing.T) {
 			for i := range 500 {
 				p := prompt(uint64(i%50), uint64(g), uint64(i))
 				x.Record(p, fmt.Sprintf("w%d", g), KindApproximate, epoch, 0)
-				x.Match(p, epoch, nil)
+				x.Match(p, epoch, nil, nil)
 				if i%100 == 0 {
 					x.RemoveWorker(fmt.Sprintf("w%d", (g+1)%8))
 				}
@@ -142,7 +142,8 @@ func benchFleet(b *testing.B) (*Router, fixedPool) {
 }
 
 // BenchmarkRouteCacheAware is one routing decision (hashing excluded: see
-// BenchmarkBlockHasher) for a prompt of the given size in 256-byte blocks.
+// BenchmarkBlockHasher) for a prompt of the given size in 256-byte blocks,
+// rotating over 1,024 prompts so the index's blocks are not all in cache.
 func BenchmarkRouteCacheAware(b *testing.B) {
 	r, pool := benchFleet(b)
 	for _, size := range []int{4 << 10, 128 << 10} {
@@ -151,14 +152,19 @@ func BenchmarkRouteCacheAware(b *testing.B) {
 			for i := range ids {
 				ids[i] = uint64(i)
 			}
-			req := &Request{Model: "m", PromptTokens: size / 4, Prefix: ChainIDs(99, ids, nil)}
+			reqs := make([]*Request, 1024)
+			for i := range reqs {
+				reqs[i] = &Request{Model: "m", PromptTokens: size / 4, Prefix: ChainIDs(uint64(1000+i), ids, nil)}
+			}
 			b.ReportAllocs()
+			i := 0
 			for b.Loop() {
-				d, err := r.Route(req, pool)
+				d, err := r.Route(reqs[i%len(reqs)], pool)
 				if err != nil {
 					b.Fatal(err)
 				}
 				d.Done(OutcomeSuccess)
+				i++
 			}
 		})
 	}

@@ -30,16 +30,24 @@ type Candidate struct {
 }
 
 // Pressure is how full the worker is, 0 (idle) to 1 (full) and beyond:
-// max(KV usage, (running + waiting + reserved) / max_running), either term
-// alone when only it is known. It is unknown (ok false) without fresh
-// telemetry, or with neither a capacity nor a KV usage.
+// max(KV usage, (running + waiting + reserved) / max_running). When the
+// capacity is unknown (vLLM does not export max_num_seqs, and no
+// max_running hint was configured), a waiting queue alone says the worker is
+// full: KV usage counts only running requests, so a worker at its sequence
+// cap with a growing queue would otherwise look fine. It is unknown (ok
+// false) without fresh telemetry, or with neither a capacity, a KV usage nor
+// a queue to judge by.
 func (c *Candidate) Pressure() (p float64, ok bool) {
 	if !c.Fresh {
 		return 0, false
 	}
 	p, ok = c.Load.KVUsage, c.Load.KVUsage >= 0
-	if c.Load.MaxRunning > 0 {
+	switch {
+	case c.Load.MaxRunning > 0:
 		p = max(p, float64(c.Load.Running+c.Load.Waiting+c.ReservedReqs)/float64(c.Load.MaxRunning))
+		ok = true
+	case c.Load.Waiting > 0:
+		p = max(p, 1)
 		ok = true
 	}
 	return p, ok
@@ -64,8 +72,14 @@ type Scratch struct {
 	Now  time.Time
 	Work int // tokens this request reserves
 	// Matched is set by prefix-aware policies: the request's leading blocks
-	// found in the index.
+	// the chosen worker was found to hold (0 when it held none).
 	Matched int
+	// Held is set by policies that record ownership when they decide: the
+	// leading blocks the chosen worker held before. If the request does not
+	// succeed, the ownership recorded beyond them is withdrawn.
+	Held int
+	// Recorded says the policy recorded ownership of the request's prefix.
+	Recorded bool
 }
 
 // Policy chooses among candidates. Select runs under the router's lock, so

@@ -7,9 +7,18 @@ import (
 )
 
 // ModelSeed is the seed of a model's prefix hash chain: equal text under
-// different models (or LoRA adapters, or cache salts) must not match, since
-// their KV caches are distinct.
+// different models (or LoRA adapters) must not match, since their KV caches
+// are distinct.
 func ModelSeed(model string) uint64 { return xxh3.HashString(model) }
+
+// CacheSeed is ModelSeed further salted by a request's cache_salt (vLLM's
+// per-tenant cache isolation); an empty salt is the model's own seed.
+func CacheSeed(model, salt string) uint64 {
+	if salt == "" {
+		return ModelSeed(model)
+	}
+	return xxh3.HashStringSeed(salt, ModelSeed(model))
+}
 
 // BlockHasher turns a stream of routing text into chained block hashes:
 // h[i] = xxh3(h[i-1] ‖ block[i]), seeded by the model. h[i] identifies the

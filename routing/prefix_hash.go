@@ -21,7 +21,8 @@ const ringReplicas = 64
 // it is cheap and stable, but blind to how much of a prompt is shared.
 type PrefixHash struct {
 	cfg     PolicyConfig
-	members []string // the ring's workers, sorted
+	members uint64 // the ring's workers: a hash of their sorted-independent set
+	count   int
 	ring    []ringPoint
 }
 
@@ -62,28 +63,28 @@ func (p *PrefixHash) Select(req *Request, cands []Candidate, _ *Scratch) (int, L
 	return first, LabelPrefixHash
 }
 
-// rebuild recomputes the ring when the candidate set changed.
+// rebuild recomputes the ring when the candidate set changed. The set is
+// compared by an order-independent hash (a sum of the ids' hashes), so an
+// unchanged fleet costs one pass and no allocation.
 func (p *PrefixHash) rebuild(cands []Candidate) {
-	same := len(cands) == len(p.members)
-	for i := 0; same && i < len(cands); i++ {
-		same = slices.Contains(p.members, cands[i].ID)
+	var set uint64
+	for i := range cands {
+		set += xxh3.HashString(cands[i].ID)
 	}
-	if same {
+	if set == p.members && len(cands) == p.count && p.ring != nil {
 		return
 	}
-	p.members = p.members[:0]
+	p.members, p.count = set, len(cands)
 	p.ring = p.ring[:0]
 	var buf [8]byte
 	for i := range cands {
 		id := cands[i].ID
-		p.members = append(p.members, id)
 		h := xxh3.HashString(id)
 		for r := range ringReplicas {
 			binary.LittleEndian.PutUint64(buf[:], uint64(r))
 			p.ring = append(p.ring, ringPoint{hash: xxh3.HashSeed(buf[:], h), worker: id})
 		}
 	}
-	slices.Sort(p.members)
 	slices.SortFunc(p.ring, func(a, b ringPoint) int {
 		switch {
 		case a.hash < b.hash:

@@ -22,11 +22,13 @@ type reservedWork struct {
 	outstandingTokens int
 }
 
+// reservation is one decision's share of a worker's reservedWork. It points
+// at the record it was taken from: a worker removed and re-added gets a new
+// record, and releases of the old one's reservations leave the new alone.
 type reservation struct {
-	worker     string
-	generation uint64
-	epoch      uint64
-	tokens     int
+	rw     *reservedWork
+	epoch  uint64
+	tokens int
 }
 
 // reservedFor returns e's reservation counters, turning the epoch when a new
@@ -39,6 +41,10 @@ func (r *Router) reservedFor(e Endpoint) *reservedWork {
 	}
 	// A new incarnation, or a new sample, opens a new epoch: older
 	// reservations still release into the outstanding totals, never into it.
+	if rw.generation != e.Generation {
+		// A new incarnation: whatever the policy thought it held is gone.
+		r.dropOwnership(e.ID)
+	}
 	if rw.generation != e.Generation || e.Load.SampledAt.After(rw.sampledAt) {
 		rw.generation = e.Generation
 		rw.sampledAt = e.Load.SampledAt
@@ -54,16 +60,13 @@ func (r *Router) reserveLocked(e Endpoint, tokens int) reservation {
 	rw.tokens += tokens
 	rw.outstandingReqs++
 	rw.outstandingTokens += tokens
-	return reservation{worker: e.ID, generation: e.Generation, epoch: rw.epoch, tokens: tokens}
+	return reservation{rw: rw, epoch: rw.epoch, tokens: tokens}
 }
 
 func (r *Router) release(res reservation) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
-	rw, ok := r.reserved[res.worker]
-	if !ok {
-		return
-	}
+	rw := res.rw
 	rw.outstandingReqs--
 	rw.outstandingTokens -= res.tokens
 	if rw.epoch == res.epoch {

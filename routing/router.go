@@ -16,7 +16,8 @@ type Request struct {
 	MaxTokens    int // requested output tokens; 0 when the client set none
 	Stream       bool
 	// Prefix is the chain of block hashes of the request's prompt
-	// (BlockHasher, ChainIDs); empty when unknown.
+	// (BlockHasher, ChainIDs); empty when unknown. The router keeps it until
+	// the decision is Done.
 	Prefix []uint64
 	// Exclude lists workers this request must not go to (failed attempts).
 	Exclude []string
@@ -96,15 +97,24 @@ type Decision struct {
 
 	router *Router
 	res    reservation
+	prefix []uint64 // recorded ownership of prefix[held:] is withdrawn unless the request succeeds
+	held   int
 	done   atomic.Bool
 }
 
-// Done releases the decision's reservation exactly once.
+// Done releases the decision's reservation exactly once. A request that did
+// not succeed leaves no ownership behind: the worker never computed the
+// blocks this decision recorded for it.
 func (d *Decision) Done(o Outcome) {
 	if d == nil || !d.done.CompareAndSwap(false, true) {
 		return
 	}
 	d.router.release(d.res)
+	if o != OutcomeSuccess && d.prefix != nil && d.held < len(d.prefix) {
+		if ix, ok := d.router.policy.(Indexed); ok {
+			ix.Index().Forget(d.prefix[d.held:], d.Worker.ID)
+		}
+	}
 }
 
 // EstimatedWork is the tokens a request reserves: its prompt and the output
@@ -150,6 +160,9 @@ func (r *Router) Route(req *Request, pool Pool) (*Decision, error) {
 	}
 	chosen := r.cands[i].Endpoint
 	d := &Decision{Worker: chosen, Label: label, MatchedBlocks: r.scratch.Matched, router: r}
+	if r.scratch.Recorded {
+		d.prefix, d.held = req.Prefix, r.scratch.Held
+	}
 	d.res = r.reserveLocked(chosen, work)
 	return d, nil
 }
@@ -164,12 +177,17 @@ func (r *Router) Reserved(id string) (reqs, tokens int) {
 	return 0, 0
 }
 
-// Forget drops a removed worker's reservation bookkeeping and, for a
+// RemoveWorker drops a removed worker's reservation bookkeeping and, for a
 // prefix-aware policy, its prefix ownership.
-func (r *Router) Forget(id string) {
+func (r *Router) RemoveWorker(id string) {
 	r.mu.Lock()
 	delete(r.reserved, id)
 	r.mu.Unlock()
+	r.dropOwnership(id)
+}
+
+// dropOwnership forgets what the policy's index says a worker holds.
+func (r *Router) dropOwnership(id string) {
 	if ix, ok := r.policy.(Indexed); ok {
 		ix.Index().RemoveWorker(id)
 	}

@@ -99,7 +99,8 @@ func TestPolicyConformance(t *testing.T) {
 					r := newRouter(t, name, 42, nil)
 					var ids []string
 					for i := range 50 {
-						d, err := r.Route(&Request{Model: "m", PromptTokens: 10 * i}, endpoints(5))
+						prefix := ChainIDs(3, []uint64{uint64(i % 7), uint64(i % 3)}, nil)
+						d, err := r.Route(&Request{Model: "m", PromptTokens: 10 * i, Prefix: prefix}, endpoints(5))
 						require.NoError(t, err)
 						ids = append(ids, d.Worker.ID)
 						if i%2 == 0 {

@@ -21,6 +21,7 @@ type SGLangCacheAware struct {
 	cfg   PolicyConfig
 	index *Index
 	scr   []Owner
+	ids   []string
 }
 
 var _ Policy = (*SGLangCacheAware)(nil)
@@ -49,17 +50,20 @@ func (p *SGLangCacheAware) Select(req *Request, cands []Candidate, s *Scratch) (
 	}
 	minLoad, maxLoad := cands[lo].Load.Inflight, cands[hi].Load.Inflight
 	if maxLoad-minLoad > p.cfg.BalanceAbs && float64(maxLoad) > float64(minLoad)*p.cfg.BalanceRel {
-		p.index.Record(req.Prefix, cands[lo].ID, KindApproximate, s.Now, 0)
+		p.record(req.Prefix, cands[lo].ID, s, 0)
 		return lo, LabelSGLangBalance
 	}
 	if len(req.Prefix) > 0 {
-		matched, owners := p.index.Match(req.Prefix, s.Now, p.scr[:0])
+		p.ids = p.ids[:0]
+		for i := range cands {
+			p.ids = append(p.ids, cands[i].ID)
+		}
+		matched, owners := p.index.Match(req.Prefix, s.Now, p.ids, p.scr[:0])
 		p.scr = owners
-		s.Matched = matched
 		if float64(matched)/float64(len(req.Prefix)) > p.cfg.CacheThreshold {
 			for _, o := range owners { // the first owner that can take it
 				if i := indexOf(cands, o.Worker); i >= 0 {
-					p.index.Record(req.Prefix, cands[i].ID, KindApproximate, s.Now, 0)
+					p.record(req.Prefix, cands[i].ID, s, matched)
 					return i, LabelSGLangCacheHit
 				}
 			}
@@ -71,6 +75,13 @@ func (p *SGLangCacheAware) Select(req *Request, cands []Candidate, s *Scratch) (
 			smallest = i
 		}
 	}
-	p.index.Record(req.Prefix, cands[smallest].ID, KindApproximate, s.Now, 0)
+	p.record(req.Prefix, cands[smallest].ID, s, 0)
 	return smallest, LabelSGLangCacheMiss
+}
+
+// record inserts the request's prefix into the chosen worker's tree, as
+// SGLang does on every decision.
+func (p *SGLangCacheAware) record(prefix []uint64, worker string, s *Scratch, held int) {
+	p.index.Record(prefix, worker, KindApproximate, s.Now, 0)
+	s.Matched, s.Held, s.Recorded = held, held, len(prefix) > 0
 }

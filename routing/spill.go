@@ -75,12 +75,22 @@ func (ps *protections) get(prefix uint64, now time.Time) *prefixProtection {
 	return p
 }
 
+// put keeps p for prefix. Past maxTracked it sweeps the lapsed machines and,
+// if every one is still cooling, drops one at random (Go's map order): a
+// spill forgotten early only lets its prefix spill again sooner. A sweep
+// halves the map at least, so sweeps stay rare.
 func (ps *protections) put(prefix uint64, p *prefixProtection, now time.Time) {
 	if len(ps.byPrefix) >= ps.maxTracked {
 		for k, q := range ps.byPrefix {
 			if q.current(now) == SpillIdle {
 				delete(ps.byPrefix, k)
 			}
+		}
+		for k := range ps.byPrefix {
+			if len(ps.byPrefix) < ps.maxTracked/2 {
+				break
+			}
+			delete(ps.byPrefix, k)
 		}
 	}
 	ps.byPrefix[prefix] = p

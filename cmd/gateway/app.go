@@ -64,7 +64,7 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 		BreakerThreshold:   cfg.Breaker.FailureThreshold,
 		BreakerOpenFor:     cfg.Breaker.OpenFor,
 		Logger:             log,
-		OnRemove:           a.router.Forget,
+		OnRemove:           a.router.RemoveWorker,
 	})
 	promReg := prometheus.NewRegistry()
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), a.registry)
