@@ -10,6 +10,7 @@ type Config struct {
 	ShutdownGrace time.Duration `koanf:"shutdown_grace" doc:"How long in-flight requests may run after SIGTERM before the process exits."`
 	Workers       []Worker      `koanf:"workers" doc:"Engine workers behind the gateway."`
 	Routing       Routing       `koanf:"routing"`
+	Admission     Admission     `koanf:"admission"`
 	Telemetry     Telemetry     `koanf:"telemetry"`
 	Health        Health        `koanf:"health"`
 	Breaker       Breaker       `koanf:"breaker"`
@@ -61,6 +62,28 @@ type SGLangPolicy struct {
 type PrefixHash struct {
 	Blocks     int     `koanf:"blocks" doc:"prefix_hash: leading blocks that pick the ring position."`
 	LoadFactor float64 `koanf:"load_factor" doc:"prefix_hash: bounded load, no worker above ceil(mean in-flight x factor)."`
+}
+
+// Admission shares the fleet between partitions (tenants) when it is full.
+type Admission struct {
+	Mode             string            `koanf:"mode" doc:"off (no gate), shadow (decide and count, never wait) or enforce."`
+	DefaultPartition string            `koanf:"default_partition" doc:"Partition of requests without an API key (when no keys are configured: every request)."`
+	PartitionHeader  string            `koanf:"partition_header" doc:"Trusted header naming the partition, for deployments behind an authenticating proxy; empty = off."`
+	Partitions       []PartitionConfig `koanf:"partitions" doc:"Tenants and their shares; empty = one default partition."`
+	Queue            AdmissionQueue    `koanf:"queue"`
+}
+
+// PartitionConfig is one tenant.
+type PartitionConfig struct {
+	Name    string   `koanf:"name" doc:"Partition name (a metric label)."`
+	Weight  float64  `koanf:"weight" doc:"Share of a full fleet relative to the other partitions."`
+	APIKeys []string `koanf:"api_keys" doc:"Bearer keys that select this partition; when any partition has keys, requests need one." secret:"true"`
+}
+
+// AdmissionQueue bounds the wait for a free slot.
+type AdmissionQueue struct {
+	MaxPerPartition int           `koanf:"max_per_partition" doc:"Requests a partition may have waiting; more get 429 with Retry-After."`
+	Timeout         time.Duration `koanf:"timeout" doc:"Longest wait for a slot; then 503."`
 }
 
 // Telemetry controls how the gateway reads the workers' own load reports.
@@ -131,6 +154,11 @@ func Default() Config {
 			SGLang:                   SGLangPolicy{CacheThreshold: 0.3, BalanceAbs: 64, BalanceRel: 1.5},
 			PrefixHash:               PrefixHash{Blocks: 4, LoadFactor: 1.25},
 		},
+		Admission: Admission{
+			Mode:             "off",
+			DefaultPartition: "default",
+			Queue:            AdmissionQueue{MaxPerPartition: 256, Timeout: 30 * time.Second},
+		},
 		Telemetry: Telemetry{Interval: time.Second, MaxAge: 5 * time.Second, Timeout: time.Second},
 		Health: Health{
 			Interval:           5 * time.Second,
@@ -152,6 +180,9 @@ func Default() Config {
 		Log:    Log{Level: "info", Format: "json", Requests: true},
 	}
 }
+
+// DefaultPartitionConfig holds the defaults applied to each partition.
+func DefaultPartitionConfig() PartitionConfig { return PartitionConfig{Weight: 1} }
 
 // DefaultWorker holds the defaults applied to each entry of workers.
 func DefaultWorker() Worker {

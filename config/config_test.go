@@ -188,3 +188,23 @@ func TestWorkersCannotComeFromTheEnvironment(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "env_workers_0_url: unknown key")
 }
+
+func TestPrintedConfigRedactsAPIKeys(t *testing.T) {
+	c, err := load(t, []string{"--config", "../examples/tenants.yaml"}, nil)
+	require.NoError(t, err)
+	require.Equal(t, []string{"batch-key-change-me"}, c.Admission.Partitions[0].APIKeys)
+	out, err := c.YAML()
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), "change-me")
+	assert.Contains(t, string(out), "<redacted>")
+}
+
+func TestInvalidKeyErrorsNeverShowTheKey(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("admission:\n  partitions:\n    - name: a\n      api_keys: [\"sec ret\", \"s3cr3t\", \"s3cr3t\"]\n  default_partition: a\n"), 0o600))
+	_, err := load(t, []string{"--config", file}, nil)
+	require.Error(t, err)
+	assert.NotContains(t, err.Error(), "s3cr3t")
+	assert.NotContains(t, err.Error(), "sec ret")
+	assert.Contains(t, err.Error(), "admission.partitions[0].api_keys[2]")
+}

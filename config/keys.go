@@ -40,8 +40,11 @@ func walkLeaves(v reflect.Value, prefix string, fn func(leaf)) {
 			walkLeaves(fv, path, fn)
 		case sf.Type.Kind() == reflect.Slice && sf.Type.Elem().Kind() == reflect.Struct:
 			elem := reflect.New(sf.Type.Elem()).Elem()
-			if sf.Type.Elem() == reflect.TypeFor[Worker]() {
+			switch sf.Type.Elem() {
+			case reflect.TypeFor[Worker]():
 				elem.Set(reflect.ValueOf(DefaultWorker()))
+			case reflect.TypeFor[PartitionConfig]():
+				elem.Set(reflect.ValueOf(DefaultPartitionConfig()))
 			}
 			walkLeaves(elem, path+"[]", fn)
 		default:

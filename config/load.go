@@ -118,6 +118,7 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 		return Config{}, fmt.Errorf("config: %w", err)
 	}
 	c.applyWorkerDefaults()
+	c.applyPartitionDefaults()
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
@@ -135,7 +136,7 @@ func envKey(name, value string) (string, any) {
 		return "", nil
 	}
 	key = strings.ReplaceAll(key, "__", ".")
-	if key == "workers" || strings.HasPrefix(key, "workers.") {
+	if key == "workers" || strings.HasPrefix(key, "workers.") || strings.HasPrefix(key, "admission.partitions") {
 		return "env_" + strings.ReplaceAll(key, ".", "_"), value
 	}
 	return key, value
@@ -178,6 +179,17 @@ func lookupEnv(environ []string, name string) string {
 		}
 	}
 	return ""
+}
+
+func (c *Config) applyPartitionDefaults() {
+	if len(c.Admission.Partitions) == 0 {
+		c.Admission.Partitions = nil
+	}
+	for i := range c.Admission.Partitions {
+		if c.Admission.Partitions[i].Weight == 0 {
+			c.Admission.Partitions[i].Weight = DefaultPartitionConfig().Weight
+		}
+	}
 }
 
 func (c *Config) applyWorkerDefaults() {

@@ -31,13 +31,16 @@ func toNode(v reflect.Value) *yamlv3.Node {
 	case v.Kind() == reflect.Struct:
 		n := &yamlv3.Node{Kind: yamlv3.MappingNode}
 		for i := range v.NumField() {
-			key := v.Type().Field(i).Tag.Get("koanf")
+			sf := v.Type().Field(i)
+			key := sf.Tag.Get("koanf")
 			if key == "" {
 				continue
 			}
-			n.Content = append(n.Content,
-				&yamlv3.Node{Kind: yamlv3.ScalarNode, Value: key},
-				toNode(v.Field(i)))
+			val := toNode(v.Field(i))
+			if sf.Tag.Get("secret") == "true" {
+				val = redacted(val)
+			}
+			n.Content = append(n.Content, &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: key}, val)
 		}
 		return n
 	case v.Kind() == reflect.Slice:
@@ -54,4 +57,16 @@ func toNode(v reflect.Value) *yamlv3.Node {
 		_ = n.Encode(v.Interface()) // scalars of basic kinds always encode
 		return n
 	}
+}
+
+// redacted replaces every scalar of a secret (API keys) so that
+// --print-config never shows one; the structure (how many keys) stays.
+func redacted(n *yamlv3.Node) *yamlv3.Node {
+	if n.Kind == yamlv3.ScalarNode {
+		return &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: "<redacted>"}
+	}
+	for i, c := range n.Content {
+		n.Content[i] = redacted(c)
+	}
+	return n
 }

@@ -116,6 +116,7 @@ func (c *Config) Validate() error {
 	if c.Routing.PrefixHash.LoadFactor < 1 {
 		p.add("routing.prefix_hash.load_factor", "must be at least 1, got %v", c.Routing.PrefixHash.LoadFactor)
 	}
+	c.validateAdmission(&p)
 	p.interval("telemetry.interval", c.Telemetry.Interval)
 	p.positive("telemetry.max_age", c.Telemetry.MaxAge)
 	p.positive("telemetry.timeout", c.Telemetry.Timeout)
@@ -218,4 +219,47 @@ func ValidateWorker(w Worker) []FieldError {
 	p.atLeast("max_running", w.MaxRunning, 0)
 	p.atLeast("dp_ranks", w.DPRanks, 1)
 	return p
+}
+
+func (c *Config) validateAdmission(p *problems) {
+	a := &c.Admission
+	if !slices.Contains([]string{"off", "shadow", "enforce"}, a.Mode) {
+		p.add("admission.mode", "unknown mode %q (want off, shadow or enforce)", a.Mode)
+	}
+	if a.DefaultPartition == "" {
+		p.add("admission.default_partition", "is required")
+	}
+	names := map[string]int{}
+	keys := map[string]string{}
+	for i, pc := range a.Partitions {
+		at := fmt.Sprintf("admission.partitions[%d]", i)
+		if pc.Name == "" {
+			p.add(at+".name", "is required")
+		} else if first, dup := names[pc.Name]; dup {
+			p.add(at+".name", "duplicate partition %q (also admission.partitions[%d])", pc.Name, first)
+		} else {
+			names[pc.Name] = i
+		}
+		if !(pc.Weight > 0) || pc.Weight > 1e6 {
+			p.add(at+".weight", "must be in (0, 1e6], got %v", pc.Weight)
+		}
+		for j, k := range pc.APIKeys {
+			kat := fmt.Sprintf("%s.api_keys[%d]", at, j)
+			switch {
+			case strings.TrimSpace(k) != k || k == "" || strings.ContainsAny(k, " \t"):
+				p.add(kat, "must be a non-empty key without whitespace") // never print the key
+			case keys[k] != "":
+				p.add(kat, "the same key is also %s", keys[k])
+			default:
+				keys[k] = kat
+			}
+		}
+	}
+	if len(a.Partitions) > 0 {
+		if _, ok := names[a.DefaultPartition]; !ok {
+			p.add("admission.default_partition", "names no partition in admission.partitions: %q", a.DefaultPartition)
+		}
+	}
+	p.atLeast("admission.queue.max_per_partition", a.Queue.MaxPerPartition, 1)
+	p.positive("admission.queue.timeout", a.Queue.Timeout)
 }

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"github.com/kvgate/kvgate/admission"
 	"github.com/kvgate/kvgate/routing"
 	"github.com/kvgate/kvgate/workers"
 	"log/slog"
@@ -15,16 +16,17 @@ import (
 
 // requestRecord gathers what the request log line and metrics report.
 type requestRecord struct {
-	id       string
-	model    string // metric label: a served model or "unknown"
-	worker   string
-	decision string
-	status   int
-	attempts int
-	stream   bool
-	start    time.Time
-	ttft     time.Duration // 0 when no byte reached the client
-	err      string
+	id        string
+	partition string
+	model     string // metric label: a served model or "unknown"
+	worker    string
+	decision  string
+	status    int
+	attempts  int
+	stream    bool
+	start     time.Time
+	ttft      time.Duration // 0 when no byte reached the client
+	err       string
 	// streamFailed: the status was 200 but the stream broke off after its
 	// first event; the log line says so at warning level.
 	streamFailed bool
@@ -66,6 +68,18 @@ func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
 			return
 		}
 		rec.model = p.Model
+		credit, aerr := g.admit(r, p, &rec)
+		if aerr != nil {
+			g.fail(w, &rec, aerr)
+			return
+		}
+		if rec.status == statusClientClosed {
+			return // gone while waiting for capacity: nothing to answer
+		}
+		if credit != nil {
+			cost := g.cost(p)
+			defer func() { credit.Release(admissionOutcome(&rec), cost) }()
+		}
 		var prefix []uint64
 		if g.opts.BlockBytes > 0 {
 			h := g.hashers.Get().(*routing.BlockHasher)
@@ -75,7 +89,7 @@ func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
 				prefix = h.Hashes()
 			}
 		}
-		g.proxy(w, r, ep, p, body, prefix, &rec)
+		g.proxy(w, r, ep, p, body, prefix, credit, &rec)
 	}
 }
 
@@ -132,6 +146,7 @@ func (g *Gateway) finish(rec *requestRecord) {
 	}
 	attrs := []slog.Attr{
 		slog.String("request_id", rec.id),
+		slog.String("partition", rec.partition),
 		slog.String("model", rec.model),
 		slog.String("worker", rec.worker),
 		slog.String("decision", rec.decision),
@@ -190,4 +205,61 @@ func printable(s string) bool {
 		}
 	}
 	return true
+}
+
+// admit resolves the request's partition and, with admission on, waits for
+// the fleet to have room for it. A nil credit with no error means no gate
+// (or the client left while waiting: rec.status says 499).
+func (g *Gateway) admit(r *http.Request, p *parsed, rec *requestRecord) (*admission.Credit, *apiError) {
+	rec.partition = "default"
+	if g.opts.Partitions != nil {
+		var trusted string
+		if h := g.opts.Partitions.TrustedHeader(); h != "" {
+			trusted = r.Header.Get(h)
+		}
+		part, err := g.opts.Partitions.Resolve(r.Header.Get("Authorization"), trusted)
+		switch {
+		case errors.Is(err, admission.ErrInvalidAPIKey):
+			return nil, errInvalidAPIKey()
+		case err != nil:
+			return nil, errUnknownPartition()
+		}
+		rec.partition = part
+	}
+	if g.opts.Admission == nil {
+		return nil, nil
+	}
+	credit, err := g.opts.Admission.Admit(r.Context(), admission.Request{ID: rec.id, Model: p.Model, Partition: rec.partition, Cost: g.cost(p)})
+	var full *admission.QueueFullError
+	switch {
+	case err == nil:
+		return credit, nil
+	case errors.As(err, &full):
+		return nil, errQueueFull(rec.partition, full.RetryAfter)
+	case errors.Is(err, admission.ErrQueueTimeout):
+		return nil, errQueueTimeout(rec.partition)
+	case errors.Is(err, admission.ErrUnknownPartition):
+		return nil, errUnknownPartition()
+	case r.Context().Err() != nil:
+		rec.status, rec.err = statusClientClosed, "client closed the request while it waited for capacity"
+		return nil, nil
+	}
+	return nil, errInternal()
+}
+
+// cost is a request's estimated tokens: what it reserves when routed, what
+// admission charges its partition.
+func (g *Gateway) cost(p *parsed) int {
+	return g.opts.Router.EstimatedWork(&routing.Request{PromptTokens: p.promptTokens, MaxTokens: p.maxTokens()})
+}
+
+// admissionOutcome is how the request ended, for its partition's counts.
+func admissionOutcome(rec *requestRecord) admission.Outcome {
+	switch {
+	case rec.status == statusClientClosed:
+		return admission.OutcomeCancelled
+	case rec.status >= 200 && rec.status < 300 && !rec.streamFailed:
+		return admission.OutcomeSuccess
+	}
+	return admission.OutcomeFailure
 }

@@ -3,6 +3,7 @@ package handlers
 import (
 	"net/http"
 	"strconv"
+	"time"
 
 	json "github.com/goccy/go-json"
 )
@@ -88,6 +89,27 @@ func errMethodNotAllowed(r *http.Request) *apiError {
 func errNoWorker(model string) *apiError {
 	return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "no_routable_worker",
 		Message: "No healthy worker can serve model `" + model + "` right now.", RetryAfter: 1}
+}
+
+func errInvalidAPIKey() *apiError {
+	return &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "invalid_api_key",
+		Message: "Missing or unknown API key: send it as `Authorization: Bearer KEY`."}
+}
+
+func errUnknownPartition() *apiError {
+	return &apiError{Status: http.StatusBadRequest, Type: typeInvalidRequest, Code: "unknown_partition",
+		Message: "The partition named by the trusted partition header is not configured."}
+}
+
+func errQueueFull(partition string, retryAfter time.Duration) *apiError {
+	secs := max(1, int((retryAfter+time.Second-1)/time.Second))
+	return &apiError{Status: http.StatusTooManyRequests, Type: "requests", Code: "rate_limit_exceeded", RetryAfter: secs,
+		Message: "Too many requests are waiting for partition `" + partition + "`; retry after " + strconv.Itoa(secs) + "s."}
+}
+
+func errQueueTimeout(partition string) *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "queue_timeout", RetryAfter: 1,
+		Message: "The fleet had no free capacity for partition `" + partition + "` within the queue timeout."}
 }
 
 func errUpstream(msg string) *apiError {

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/kvgate/kvgate/admission"
 	"github.com/kvgate/kvgate/routing"
 	"github.com/kvgate/kvgate/workers"
 )
@@ -50,7 +51,8 @@ type replay struct {
 
 // proxy routes the request, sends it, and re-routes it to another worker
 // while nothing has reached the client.
-func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *parsed, body []byte, prefix []uint64, rec *requestRecord) {
+func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *parsed, body []byte, prefix []uint64,
+	credit *admission.Credit, rec *requestRecord) {
 	rreq := routing.Request{Model: p.Model, PromptTokens: p.promptTokens, MaxTokens: p.maxTokens(), Stream: p.Stream, Prefix: prefix}
 	var last *apiError
 	var lastReplay *replay
@@ -59,6 +61,9 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 		if err != nil {
 			break
 		}
+		// The routing reservation now counts this request: admission stops
+		// counting its credit (no gap, no double count past this point).
+		credit.Routed()
 		wk := g.opts.Registry.Get(dec.Worker.ID)
 		if wk == nil || wk.Identity() != (workers.Identity{ID: dec.Worker.ID, Generation: dec.Worker.Generation, Revision: dec.Worker.Revision}) {
 			// Removed or replaced since routing looked: the decision was for

@@ -11,6 +11,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/kvgate/kvgate/admission"
 	"github.com/kvgate/kvgate/routing"
 	"github.com/kvgate/kvgate/workers"
 )
@@ -43,6 +44,12 @@ type Options struct {
 	// Ready, when set, must also hold for /readyz to answer 200 (shutdown
 	// turns it false before the listener closes).
 	Ready func() bool
+
+	// Partitions resolves each request's partition (tenant) from its API
+	// key or the trusted header; nil: every request is in "default".
+	Partitions *admission.Resolver
+	// Admission gates requests when the fleet is full; nil: no gate.
+	Admission *admission.Scheduler
 }
 
 // Gateway serves kvgate's HTTP API.

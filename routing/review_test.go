@@ -30,7 +30,7 @@ func TestUnknownOwnerDoesNotStarveKnownOwners(t *testing.T) {
 	p := prompt(1, 2, 3)
 	f.own(p, "w0")
 	f.own(p, "w1")
-	f.pool[0].Load = Load{KVUsage: -1}                                                               // never reported, capacity unknown
+	f.pool[0].Load = Load{KVUsage: -1}                                                                 // never reported, capacity unknown
 	f.pool[1].Load = Load{Running: 30, MaxRunning: 100, KVUsage: -1, SampledAt: f.now, Complete: true} // 0.3, with room
 	counts := map[string]int{}
 	var held []*Decision

@@ -177,6 +177,22 @@ func (r *Router) Reserved(id string) (reqs, tokens int) {
 	return 0, 0
 }
 
+// ReservedSince is how many requests this gateway dispatched to a worker
+// that a telemetry sample taken at sampledAt cannot include: 0 when the
+// sample is newer than every reservation on record.
+func (r *Router) ReservedSince(id string, sampledAt time.Time) int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	rw, ok := r.reserved[id]
+	if !ok {
+		return 0
+	}
+	if sampledAt.After(rw.sampledAt) {
+		return 0 // the router has not seen this sample yet: it counts them all
+	}
+	return rw.reqs
+}
+
 // RemoveWorker drops a removed worker's reservation bookkeeping and, for a
 // prefix-aware policy, its prefix ownership.
 func (r *Router) RemoveWorker(id string) {

@@ -40,6 +40,9 @@ type Options struct {
 	// OnRemove, when set, is called with the id of each removed worker, so
 	// that routing can drop what it knows of it.
 	OnRemove func(id string)
+	// OnSample, when set, is called after each telemetry poll is stored:
+	// the fleet's free capacity may have changed.
+	OnSample func()
 }
 
 // ErrDuplicate is returned by Add for an id already registered.
@@ -251,8 +254,15 @@ func (r *Registry) run(ctx context.Context, e *entry) {
 	var wg sync.WaitGroup
 	if r.opts.TelemetryInterval > 0 {
 		f := NewTelemetryFetcher(r.opts.Client, e.w.baseURL, e.w.engine, e.w.dpRanks)
+		publish := e.w.StoreSample
+		if r.opts.OnSample != nil {
+			publish = func(s Sample, err error) {
+				e.w.StoreSample(s, err)
+				r.opts.OnSample()
+			}
+		}
 		wg.Go(func() {
-			RunTelemetryPoller(ctx, f, r.opts.TelemetryInterval, r.opts.TelemetryTimeout, r.opts.Now, e.w.StoreSample)
+			RunTelemetryPoller(ctx, f, r.opts.TelemetryInterval, r.opts.TelemetryTimeout, r.opts.Now, publish)
 		})
 	}
 	r.healthLoop(ctx, e.w)

@@ -15,6 +15,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 
+	"github.com/kvgate/kvgate/admission"
 	"github.com/kvgate/kvgate/config"
 	"github.com/kvgate/kvgate/handlers"
 	"github.com/kvgate/kvgate/routing"
@@ -23,6 +24,7 @@ import (
 
 // app is one wired gateway: registry, router, handlers, server.
 type app struct {
+	capacity handlers.FleetCapacity
 	cfg      config.Config
 	log      *slog.Logger
 	registry *workers.Registry
@@ -52,6 +54,11 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 		OutputEstimateCap: cfg.Routing.OutputEstimateCap,
 		Rand:              rand.New(rand.NewPCG(seed, seed^0x9e3779b97f4a7c15)),
 	})
+	promReg := prometheus.NewRegistry()
+	resolver, scheduler, err := a.newAdmission(promReg)
+	if err != nil {
+		return nil, err
+	}
 	a.registry = workers.NewRegistry(workers.Options{
 		Client:             &http.Client{Transport: transport},
 		HealthInterval:     cfg.Health.Interval,
@@ -65,8 +72,9 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 		BreakerOpenFor:     cfg.Breaker.OpenFor,
 		Logger:             log,
 		OnRemove:           a.router.RemoveWorker,
+		OnSample:           kicker(scheduler),
 	})
-	promReg := prometheus.NewRegistry()
+	a.capacity.Registry = a.registry
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), a.registry)
 	a.gateway = handlers.New(handlers.Options{
 		Registry:        a.registry,
@@ -84,6 +92,8 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 		Metrics:         promReg,
 		Gatherer:        promReg,
 		Ready:           a.ready.Load,
+		Partitions:      resolver,
+		Admission:       scheduler,
 	})
 	for _, w := range cfg.Workers {
 		if _, err := a.registry.Add(workers.Spec{
@@ -164,4 +174,45 @@ func policyConfig(r config.Routing) routing.PolicyConfig {
 		PrefixHashBlocks:         r.PrefixHash.Blocks,
 		LoadFactor:               r.PrefixHash.LoadFactor,
 	}
+}
+
+// newAdmission builds the partition resolver and, unless admission is off,
+// the fair-share scheduler over the fleet's capacity.
+func (a *app) newAdmission(reg prometheus.Registerer) (*admission.Resolver, *admission.Scheduler, error) {
+	ac := a.cfg.Admission
+	parts := make([]admission.Partition, 0, len(ac.Partitions))
+	for _, p := range ac.Partitions {
+		parts = append(parts, admission.Partition{Name: p.Name, Weight: p.Weight, APIKeys: p.APIKeys})
+	}
+	if len(parts) == 0 {
+		parts = []admission.Partition{{Name: ac.DefaultPartition, Weight: 1}}
+	}
+	resolver, err := admission.NewResolver(parts, ac.DefaultPartition, ac.PartitionHeader)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admission: %w", err)
+	}
+	mode, err := admission.ParseMode(ac.Mode)
+	if err != nil || mode == admission.ModeOff {
+		return resolver, nil, err
+	}
+	a.capacity = handlers.FleetCapacity{Router: a.router, MaxAge: a.cfg.Telemetry.MaxAge, Now: time.Now}
+	scheduler, err := admission.NewScheduler(admission.Config{
+		Mode:                 mode,
+		Partitions:           parts,
+		DefaultPartition:     ac.DefaultPartition,
+		MaxQueuePerPartition: ac.Queue.MaxPerPartition,
+		QueueTimeout:         ac.Queue.Timeout,
+	}, &a.capacity, nil, reg)
+	if err != nil {
+		return nil, nil, fmt.Errorf("admission: %w", err)
+	}
+	return resolver, scheduler, nil
+}
+
+// kicker wakes the scheduler when telemetry may have freed capacity.
+func kicker(s *admission.Scheduler) func() {
+	if s == nil {
+		return nil
+	}
+	return s.Kick
 }

@@ -30,11 +30,12 @@ type fleet struct {
 }
 
 type fleetConfig struct {
-	workers   int
-	timeScale float64
-	faults    simserver.Faults // applied to worker 0
-	args      []string
-	yaml      string // extra YAML appended to the generated config
+	workers    int
+	maxRunning int // each worker's slots (engine and config hint); 0 = 8
+	timeScale  float64
+	faults     simserver.Faults // applied to worker 0
+	args       []string
+	yaml       string // extra YAML appended to the generated config
 }
 
 func startFleet(t *testing.T, fc fleetConfig) *fleet {
@@ -45,7 +46,11 @@ func startFleet(t *testing.T, fc fleetConfig) *fleet {
 		cfg := simserver.DefaultConfig()
 		cfg.TimeScale = fc.timeScale
 		cfg.Seed = uint64(100 + i)
-		cfg.Engine.MaxRunning = 8
+		slots := fc.maxRunning
+		if slots == 0 {
+			slots = 8
+		}
+		cfg.Engine.MaxRunning = slots
 		if i == 0 {
 			cfg.Faults = fc.faults
 		}
@@ -56,7 +61,7 @@ func startFleet(t *testing.T, fc fleetConfig) *fleet {
 		t.Cleanup(func() { _ = s.Close() })
 		f.sims = append(f.sims, s)
 		f.simURL = append(f.simURL, "http://"+addr)
-		fmt.Fprintf(&ws, "  - id: w%d\n    url: http://%s\n    engine: vllm\n    max_running: 8\n", i, addr)
+		fmt.Fprintf(&ws, "  - id: w%d\n    url: http://%s\n    engine: vllm\n    max_running: %d\n", i, addr, slots)
 	}
 	file := filepath.Join(t.TempDir(), "kvgate.yaml")
 	conf := "listen: 127.0.0.1:0\nshutdown_grace: 5s\nworkers:\n" + ws.String() + `

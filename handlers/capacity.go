@@ -1,0 +1,53 @@
+package handlers
+
+import (
+	"time"
+
+	"github.com/kvgate/kvgate/admission"
+	"github.com/kvgate/kvgate/routing"
+	"github.com/kvgate/kvgate/workers"
+)
+
+// FleetCapacity is the fleet's issuable headroom in request slots, the
+// admission scheduler's view of how many more requests may start now. A
+// worker counts max_running minus what it runs and queues and what this
+// gateway routed to it since its sample, from complete, fresh telemetry;
+// without such telemetry, its configured max_running minus this gateway's
+// own in-flight requests; with no known capacity at all, nothing: unknown is
+// never headroom. Only serving workers whose circuit allows count.
+type FleetCapacity struct {
+	Registry *workers.Registry
+	Router   *routing.Router
+	MaxAge   time.Duration
+	Now      func() time.Time
+}
+
+var _ admission.Capacity = (*FleetCapacity)(nil)
+
+// Available implements admission.Capacity.
+func (c *FleetCapacity) Available() int {
+	now := c.Now()
+	total := 0
+	for _, w := range c.Registry.Workers() {
+		if !w.Routable(now) {
+			continue
+		}
+		total += max(0, c.headroom(w, now))
+	}
+	return total
+}
+
+func (c *FleetCapacity) headroom(w *workers.Worker, now time.Time) int {
+	s, ok := w.Sample()
+	maxRunning := w.MaxRunningHint()
+	if ok && s.MaxRunning > 0 {
+		maxRunning = s.MaxRunning
+	}
+	if maxRunning <= 0 {
+		return 0
+	}
+	if ok && s.Complete && s.Fresh(now, c.MaxAge) {
+		return maxRunning - s.Running - s.Waiting - c.Router.ReservedSince(w.ID(), s.At)
+	}
+	return maxRunning - w.Inflight()
+}
