@@ -71,6 +71,17 @@ type Admission struct {
 	PartitionHeader  string            `koanf:"partition_header" doc:"Trusted header naming the partition, for deployments behind an authenticating proxy; empty = off."`
 	Partitions       []PartitionConfig `koanf:"partitions" doc:"Tenants and their shares; empty = one default partition."`
 	Queue            AdmissionQueue    `koanf:"queue"`
+	Seeding          Seeding           `koanf:"seeding"`
+}
+
+// Seeding is distribution headroom seeding: when every owner of a prefix is
+// full, an admitted request may seed one clean worker (docs/admission.md).
+type Seeding struct {
+	Enabled           bool          `koanf:"enabled" doc:"Let a request held on full owners seed one clean worker (needs admission shadow or enforce)."`
+	Partitions        []string      `koanf:"partitions" doc:"Partitions allowed to seed; empty = none."`
+	PartitionSeedCap  int           `koanf:"partition_seed_cap" doc:"Seeds in flight per partition, a hard cap."`
+	SuccessCooldown   time.Duration `koanf:"success_cooldown" doc:"After a committed seed, how long before the prefix may seed again."`
+	FailureQuarantine time.Duration `koanf:"failure_quarantine" doc:"After a failed seed, how long the worker is barred from the prefix and its descendants."`
 }
 
 // PartitionConfig is one tenant.
@@ -91,6 +102,8 @@ type Telemetry struct {
 	Interval time.Duration `koanf:"interval" doc:"How often each worker's load telemetry is polled."`
 	MaxAge   time.Duration `koanf:"max_age" doc:"A sample older than this is stale: routing then fails open and capacity is unknown."`
 	Timeout  time.Duration `koanf:"timeout" doc:"Timeout of one telemetry poll; at most interval."`
+	// SeedMaxAge is stricter than MaxAge: seeding fails closed on anything older.
+	SeedMaxAge time.Duration `koanf:"seed_max_age" doc:"Seeding needs telemetry this fresh (complete, every rank); older fails closed."`
 }
 
 // Health controls the active health checks.
@@ -158,8 +171,9 @@ func Default() Config {
 			Mode:             "off",
 			DefaultPartition: "default",
 			Queue:            AdmissionQueue{MaxPerPartition: 256, Timeout: 30 * time.Second},
+			Seeding:          Seeding{PartitionSeedCap: 1, SuccessCooldown: 10 * time.Second, FailureQuarantine: time.Minute},
 		},
-		Telemetry: Telemetry{Interval: time.Second, MaxAge: 5 * time.Second, Timeout: time.Second},
+		Telemetry: Telemetry{Interval: time.Second, MaxAge: 5 * time.Second, Timeout: time.Second, SeedMaxAge: 2 * time.Second},
 		Health: Health{
 			Interval:           5 * time.Second,
 			Timeout:            2 * time.Second,

@@ -208,3 +208,15 @@ func TestInvalidKeyErrorsNeverShowTheKey(t *testing.T) {
 	assert.NotContains(t, err.Error(), "sec ret")
 	assert.Contains(t, err.Error(), "admission.partitions[0].api_keys[2]")
 }
+
+func TestListKeysFromFlagsAndEnvironment(t *testing.T) {
+	c, err := load(t, []string{"--config", "../examples/tenants.yaml", "--admission.seeding.partitions", "batch,interactive"}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, []string{"batch", "interactive"}, c.Admission.Seeding.Partitions)
+	c, err = load(t, []string{"--config", "../examples/tenants.yaml"}, []string{"KVGATE_ADMISSION__SEEDING__PARTITIONS=interactive"})
+	require.NoError(t, err)
+	assert.Equal(t, []string{"interactive"}, c.Admission.Seeding.Partitions)
+	_, err = load(t, []string{"--config", "../examples/tenants.yaml", "--admission.seeding.partitions", "nobody"}, nil)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "admission.seeding.partitions[0]")
+}

@@ -51,6 +51,8 @@ func AddFlags(fs *pflag.FlagSet) {
 			fs.Int64(l.Path, v, l.Doc)
 		case float64:
 			fs.Float64(l.Path, v, l.Doc)
+		case []string:
+			fs.StringSlice(l.Path, v, l.Doc+" (comma-separated)")
 		default:
 			if l.Value.Type() == durationType {
 				fs.Duration(l.Path, l.Value.Interface().(time.Duration), l.Doc)
@@ -119,6 +121,7 @@ func Load(fs *pflag.FlagSet, environ []string) (Config, error) {
 	}
 	c.applyWorkerDefaults()
 	c.applyPartitionDefaults()
+	nilEmptySlices(reflect.ValueOf(&c).Elem())
 	if err := c.Validate(); err != nil {
 		return Config{}, err
 	}
@@ -149,6 +152,7 @@ func decoderConfig(c *Config) *mapstructure.DecoderConfig {
 		DecodeHook: mapstructure.ComposeDecodeHookFunc(
 			rejectBareDurations,
 			mapstructure.StringToTimeDurationHookFunc(),
+			mapstructure.StringToSliceHookFunc(","),
 			mapstructure.TextUnmarshallerHookFunc()),
 		WeaklyTypedInput: true,
 		Result:           c,
@@ -182,9 +186,6 @@ func lookupEnv(environ []string, name string) string {
 }
 
 func (c *Config) applyPartitionDefaults() {
-	if len(c.Admission.Partitions) == 0 {
-		c.Admission.Partitions = nil
-	}
 	for i := range c.Admission.Partitions {
 		if c.Admission.Partitions[i].Weight == 0 {
 			c.Admission.Partitions[i].Weight = DefaultPartitionConfig().Weight
@@ -201,9 +202,6 @@ func (c *Config) applyWorkerDefaults() {
 		}
 		if w.DPRanks == 0 {
 			w.DPRanks = def.DPRanks
-		}
-		if len(w.Models) == 0 {
-			w.Models = nil
 		}
 	}
 }
@@ -223,4 +221,23 @@ func defaultsMap() map[string]any {
 func IsValidation(err error) bool {
 	var ve *ValidationError
 	return errors.As(err, &ve)
+}
+
+// nilEmptySlices turns every empty list in v into nil, so that a list
+// written as [] and one left out load to the same Config.
+func nilEmptySlices(v reflect.Value) {
+	switch v.Kind() {
+	case reflect.Struct:
+		for i := range v.NumField() {
+			nilEmptySlices(v.Field(i))
+		}
+	case reflect.Slice:
+		if v.Len() == 0 {
+			v.Set(reflect.Zero(v.Type()))
+			return
+		}
+		for i := range v.Len() {
+			nilEmptySlices(v.Index(i))
+		}
+	}
 }

@@ -120,6 +120,7 @@ func (c *Config) Validate() error {
 	p.interval("telemetry.interval", c.Telemetry.Interval)
 	p.positive("telemetry.max_age", c.Telemetry.MaxAge)
 	p.positive("telemetry.timeout", c.Telemetry.Timeout)
+	p.positive("telemetry.seed_max_age", c.Telemetry.SeedMaxAge)
 	if c.Telemetry.Timeout > c.Telemetry.Interval {
 		p.add("telemetry.timeout", "must not exceed telemetry.interval (%s), got %s", c.Telemetry.Interval, c.Telemetry.Timeout)
 	}
@@ -259,6 +260,17 @@ func (c *Config) validateAdmission(p *problems) {
 		if _, ok := names[a.DefaultPartition]; !ok {
 			p.add("admission.default_partition", "names no partition in admission.partitions: %q", a.DefaultPartition)
 		}
+	}
+	p.atLeast("admission.seeding.partition_seed_cap", a.Seeding.PartitionSeedCap, 1)
+	p.positive("admission.seeding.success_cooldown", a.Seeding.SuccessCooldown)
+	p.positive("admission.seeding.failure_quarantine", a.Seeding.FailureQuarantine)
+	for i, name := range a.Seeding.Partitions {
+		if _, ok := names[name]; !ok && !(len(a.Partitions) == 0 && name == a.DefaultPartition) {
+			p.add(fmt.Sprintf("admission.seeding.partitions[%d]", i), "names no configured partition: %q", name)
+		}
+	}
+	if a.Seeding.Enabled && a.Mode == "off" {
+		p.add("admission.seeding.enabled", "needs admission.mode shadow or enforce: a seed must claim an admission proof")
 	}
 	p.atLeast("admission.queue.max_per_partition", a.Queue.MaxPerPartition, 1)
 	p.positive("admission.queue.timeout", a.Queue.Timeout)

@@ -20,6 +20,20 @@ type PolicyConfig struct {
 	// prefix_hash
 	PrefixHashBlocks int     // blocks of the prefix that pick the ring position
 	LoadFactor       float64 // bounded load: no worker above ceil(mean × factor)
+
+	// Seeding is cache_aware's distribution headroom seeding.
+	Seeding SeedingConfig
+}
+
+// SeedingConfig lets a request that would be held on full owners seed one
+// clean worker instead (DESIGN.md, "Distribution headroom seeding").
+type SeedingConfig struct {
+	Enabled           bool
+	Partitions        []string      // allowlist; empty = none may seed
+	PartitionSeedCap  int           // seeds in flight per partition (a hard cap)
+	SuccessCooldown   time.Duration // after a committed seed, no new seed of the prefix
+	FailureQuarantine time.Duration // after a failed seed, the peer is barred from the prefix and its descendants
+	MaxAge            time.Duration // telemetry freshness seeding demands (stricter than routing's)
 }
 
 // DefaultPolicyConfig returns the defaults documented in the config reference.
@@ -36,5 +50,11 @@ func DefaultPolicyConfig() PolicyConfig {
 		BalanceRel:               1.5,
 		PrefixHashBlocks:         4,
 		LoadFactor:               1.25,
+		Seeding: SeedingConfig{
+			PartitionSeedCap:  1,
+			SuccessCooldown:   10 * time.Second,
+			FailureQuarantine: time.Minute,
+			MaxAge:            2 * time.Second,
+		},
 	}
 }

@@ -95,6 +95,12 @@ type Indexed interface {
 	Index() *Index
 }
 
+// SeedingVariant names cache_aware with distribution seeding enabled.
+const SeedingVariant = "cache_aware+seeding"
+
+// AnyPartition in SeedingConfig.Partitions lets every partition seed.
+const AnyPartition = "*"
+
 // PolicyNames lists every policy, the default first.
 var PolicyNames = []string{"cache_aware", "round_robin", "random", "least_load", "sglang_cache_aware", "prefix_hash"}
 
@@ -108,6 +114,14 @@ func NewPolicy(name string, cfg PolicyConfig) (Policy, error) {
 	case "least_load":
 		return &LeastLoad{}, nil
 	case "cache_aware":
+		return NewCacheAware(cfg, NewIndex(cfg.IndexMaxBlocks, cfg.IndexTTL)), nil
+	case SeedingVariant:
+		// cache_aware with seeding on, for side-by-side comparisons (fleetsim):
+		// every partition may seed unless cfg names some.
+		cfg.Seeding.Enabled = true
+		if len(cfg.Seeding.Partitions) == 0 {
+			cfg.Seeding.Partitions = []string{AnyPartition}
+		}
 		return NewCacheAware(cfg, NewIndex(cfg.IndexMaxBlocks, cfg.IndexTTL)), nil
 	case "sglang_cache_aware":
 		return NewSGLangCacheAware(cfg, NewIndex(cfg.IndexMaxBlocks, cfg.IndexTTL)), nil

@@ -21,6 +21,22 @@ type Request struct {
 	Prefix []uint64
 	// Exclude lists workers this request must not go to (failed attempts).
 	Exclude []string
+
+	// Partition is the request's admission partition (tenant).
+	Partition string
+	// SingleTarget: the request goes to one worker and asks for one
+	// completion (no fan-out, n = 1). Only such non-streaming requests may
+	// seed a clean worker.
+	SingleTarget bool
+	// Proof is the request's admission proof, nil without one. Distribution
+	// seeding claims it (once, atomically) before any routing or lease
+	// mutation: a request without a claimable proof never seeds.
+	Proof Proof
+}
+
+// Proof is a one-shot admission proof (admission.Proof satisfies it).
+type Proof interface {
+	Claim() error
 }
 
 // ErrNoWorker means no worker can take the request now.

@@ -34,7 +34,7 @@ type app struct {
 }
 
 func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
-	policy, err := routing.NewPolicy(cfg.Routing.Policy, policyConfig(cfg.Routing))
+	policy, err := routing.NewPolicy(cfg.Routing.Policy, policyConfig(cfg))
 	if err != nil {
 		return nil, err
 	}
@@ -159,8 +159,9 @@ func newLogger(c config.Log, w io.Writer) *slog.Logger {
 	return slog.New(slog.NewJSONHandler(w, opts))
 }
 
-// policyConfig maps the routing section onto the policies' knobs.
-func policyConfig(r config.Routing) routing.PolicyConfig {
+// policyConfig maps the config onto the policies' knobs.
+func policyConfig(c config.Config) routing.PolicyConfig {
+	r, sd := c.Routing, c.Admission.Seeding
 	return routing.PolicyConfig{
 		PressureHighWater:        r.PressureHighWater,
 		PressureSlack:            r.PressureSlack,
@@ -173,6 +174,14 @@ func policyConfig(r config.Routing) routing.PolicyConfig {
 		BalanceRel:               r.SGLang.BalanceRel,
 		PrefixHashBlocks:         r.PrefixHash.Blocks,
 		LoadFactor:               r.PrefixHash.LoadFactor,
+		Seeding: routing.SeedingConfig{
+			Enabled:           sd.Enabled,
+			Partitions:        sd.Partitions,
+			PartitionSeedCap:  sd.PartitionSeedCap,
+			SuccessCooldown:   sd.SuccessCooldown,
+			FailureQuarantine: sd.FailureQuarantine,
+			MaxAge:            c.Telemetry.SeedMaxAge,
+		},
 	}
 }
 

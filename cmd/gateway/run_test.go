@@ -96,5 +96,5 @@ func TestConfigPoliciesMatchRouting(t *testing.T) {
 // The routing section's defaults are the policies' defaults: one place
 // (config) documents them, and this keeps routing's own in step.
 func TestRoutingDefaultsMatch(t *testing.T) {
-	assert.Equal(t, routing.DefaultPolicyConfig(), policyConfig(config.Default().Routing))
+	assert.Equal(t, routing.DefaultPolicyConfig(), policyConfig(config.Default()))
 }
