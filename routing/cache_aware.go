@@ -33,10 +33,11 @@ const (
 // block the candidates hold. Sessions that share a system prompt and then
 // diverge are distinct prefixes, each with its own owners.
 type CacheAware struct {
-	cfg    PolicyConfig
-	index  *Index
-	spills *protections
-	avg    avgWork
+	cfg     PolicyConfig
+	index   *Index
+	spills  *protections
+	seeding *seeding // nil when seeding is off
+	avg     avgWork
 
 	ids      []string // scratch, reused under the router's lock
 	owners   []Owner
@@ -56,7 +57,11 @@ var _ Policy = (*CacheAware)(nil)
 
 // NewCacheAware returns the cache_aware policy with its own index.
 func NewCacheAware(cfg PolicyConfig, index *Index) *CacheAware {
-	return &CacheAware{cfg: cfg, index: index, spills: newProtections(1 << 16)}
+	p := &CacheAware{cfg: cfg, index: index, spills: newProtections(1 << 16)}
+	if cfg.Seeding.Enabled {
+		p.seeding = newSeeding(cfg.Seeding)
+	}
+	return p
 }
 
 // Name implements Policy.
@@ -125,13 +130,16 @@ func (p *CacheAware) pressured(req *Request, matched, ownerCount int, cands []Ca
 	key := req.Prefix[matched-1]
 	prot := p.spills.get(key, s.Now)
 	hold := p.leastPressuredOwner()
-	if prot.current(s.Now) == SpillCooling {
+	switch prot.current(s.Now) {
+	case SpillCooling:
 		p.record(req.Prefix, cands[hold].ID, s, matched)
 		return hold, LabelSpillCoalesced
+	case SeedInFlight, SeedCooldown:
+		// A seed holds the prefix's one expansion slot: no spill meanwhile.
+		return p.holdOrSeed(req, key, matched, prot, hold, LabelSpillCoalesced, cands, s)
 	}
 	if p.cfg.MaxCachedOwnersPerPrefix <= 0 || ownerCount >= p.cfg.MaxCachedOwnersPerPrefix {
-		p.record(req.Prefix, cands[hold].ID, s, matched)
-		return hold, LabelCeilingHold
+		return p.holdOrSeed(req, key, matched, prot, hold, LabelCeilingHold, cands, s)
 	}
 	// A destination: a non-owner not known to be at the high-water mark
 	// (its own in-flight work counts), by size-aware power of two choices.
@@ -147,8 +155,7 @@ func (p *CacheAware) pressured(req *Request, matched, ownerCount int, cands []Ca
 		p.otherIdx = append(p.otherIdx, i)
 	}
 	if len(p.others) == 0 {
-		p.record(req.Prefix, cands[hold].ID, s, matched)
-		return hold, LabelNoSafeHomeHold
+		return p.holdOrSeed(req, key, matched, prot, hold, LabelNoSafeHomeHold, cands, s)
 	}
 	i := p.otherIdx[PowerOfTwo(p.others, s, avg)]
 	dest := cands[i].ID
@@ -157,6 +164,23 @@ func (p *CacheAware) pressured(req *Request, matched, ownerCount int, cands []Ca
 	p.index.Record(req.Prefix[:matched], dest, KindProvisional, s.Now, p.cfg.SpillCooldown)
 	p.record(req.Prefix, dest, s, 0)
 	return i, LabelPressureSpill
+}
+
+// holdOrSeed holds the request on the least-pressured owner, unless
+// distribution seeding is on and may send it to one clean worker instead;
+// with seeding on, a hold is labelled with the reason it did not seed.
+func (p *CacheAware) holdOrSeed(req *Request, key uint64, matched int, prot *prefixProtection, hold int, label Label,
+	cands []Candidate, s *Scratch) (int, Label) {
+	if p.seeding != nil {
+		i, why := p.trySeed(req, key, matched, prot, cands, s)
+		if i >= 0 {
+			s.Matched = 0
+			return i, why
+		}
+		label = why
+	}
+	p.record(req.Prefix, cands[hold].ID, s, matched)
+	return hold, label
 }
 
 func (p *CacheAware) isOwner(i int) bool {

@@ -80,6 +80,14 @@ type Scratch struct {
 	Held int
 	// Recorded says the policy recorded ownership of the request's prefix.
 	Recorded bool
+	// Lease is set when the decision is a distribution seed.
+	Lease *SeedLease
+}
+
+// seedEnder is a policy that takes seed leases: the router tells it how
+// each seed's request ended, under its lock.
+type seedEnder interface {
+	endSeed(lease *SeedLease, o Outcome, now time.Time)
 }
 
 // Policy chooses among candidates. Select runs under the router's lock, so

@@ -115,8 +115,12 @@ type Decision struct {
 	res    reservation
 	prefix []uint64 // recorded ownership of prefix[held:] is withdrawn unless the request succeeds
 	held   int
+	lease  *SeedLease
 	done   atomic.Bool
 }
+
+// Seed reports whether the decision is a distribution seed.
+func (d *Decision) Seed() bool { return d.lease != nil }
 
 // Done releases the decision's reservation exactly once. A request that did
 // not succeed leaves no ownership behind: the worker never computed the
@@ -126,6 +130,13 @@ func (d *Decision) Done(o Outcome) {
 		return
 	}
 	d.router.release(d.res)
+	if d.lease != nil {
+		r := d.router
+		r.mu.Lock()
+		r.policy.(seedEnder).endSeed(d.lease, o, r.opts.Clock())
+		r.mu.Unlock()
+		return
+	}
 	if o != OutcomeSuccess && d.prefix != nil && d.held < len(d.prefix) {
 		if ix, ok := d.router.policy.(Indexed); ok {
 			ix.Index().Forget(d.prefix[d.held:], d.Worker.ID)
@@ -179,6 +190,7 @@ func (r *Router) Route(req *Request, pool Pool) (*Decision, error) {
 	if r.scratch.Recorded {
 		d.prefix, d.held = req.Prefix, r.scratch.Held
 	}
+	d.lease = r.scratch.Lease
 	d.res = r.reserveLocked(chosen, work)
 	return d, nil
 }
