@@ -14,6 +14,7 @@ type metrics struct {
 	retries   prometheus.Counter
 	decisions *prometheus.CounterVec
 	match     *prometheus.HistogramVec
+	seeds     *prometheus.GaugeVec
 }
 
 // latencyBuckets span a cached short answer (5 ms) to a long generation (5 min).
@@ -49,6 +50,10 @@ func newMetrics(reg prometheus.Registerer) *metrics {
 			Buckets: []float64{0, .1, .2, .3, .4, .5, .6, .7, .8, .9, .95, 1},
 		}, []string{"model"}),
 	}
-	reg.MustRegister(m.requests, m.duration, m.ttft, m.retries, m.decisions, m.match)
+	m.seeds = prometheus.NewGaugeVec(prometheus.GaugeOpts{
+		Name: "kvgate_seeds_inflight",
+		Help: "Distribution seeds in flight, by partition.",
+	}, []string{"partition"})
+	reg.MustRegister(m.requests, m.duration, m.ttft, m.retries, m.decisions, m.match, m.seeds)
 	return m
 }

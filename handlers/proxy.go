@@ -53,7 +53,14 @@ type replay struct {
 // while nothing has reached the client.
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *parsed, body []byte, prefix []uint64,
 	credit *admission.Credit, rec *requestRecord) {
-	rreq := routing.Request{Model: p.Model, PromptTokens: p.promptTokens, MaxTokens: p.maxTokens(), Stream: p.Stream, Prefix: prefix}
+	rreq := routing.Request{Model: p.Model, PromptTokens: p.promptTokens, MaxTokens: p.maxTokens(), Stream: p.Stream, Prefix: prefix,
+		Partition: rec.partition, SingleTarget: p.singleTarget()}
+	if credit != nil && g.seeding {
+		// The proof a seed must claim; redeeming it changes nothing else.
+		if proof, err := credit.Redeem(rec.id, p.Model, rec.partition); err == nil {
+			rreq.Proof = proof
+		}
+	}
 	var last *apiError
 	var lastReplay *replay
 	for rec.attempts < g.opts.MaxAttempts {
@@ -67,7 +74,11 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 		wk := g.opts.Registry.Get(dec.Worker.ID)
 		if wk == nil || wk.Identity() != (workers.Identity{ID: dec.Worker.ID, Generation: dec.Worker.Generation, Revision: dec.Worker.Revision}) {
 			// Removed or replaced since routing looked: the decision was for
-			// another incarnation and fails closed. Not an attempt.
+			// another incarnation and fails closed (a seed's lease with it).
+			// Not an attempt.
+			if dec.Seed() {
+				g.metrics.decisions.WithLabelValues(p.Model, string(routing.LabelSeedRejectedIdentity)).Inc()
+			}
 			dec.Done(routing.OutcomeCancelled)
 			rreq.Exclude = append(rreq.Exclude, dec.Worker.ID)
 			continue
@@ -95,7 +106,20 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 			g.metrics.match.WithLabelValues(p.Model).Observe(float64(dec.MatchedBlocks) / float64(len(prefix)))
 		}
 
+		if dec.Seed() {
+			g.metrics.seeds.WithLabelValues(rec.partition).Inc()
+		}
 		res := g.attempt(w, r, ep, wk, dec, ticket, body, rec)
+		if dec.Seed() {
+			g.metrics.seeds.WithLabelValues(rec.partition).Dec()
+			outcome := routing.LabelSeedFailed
+			if res.outcome == routing.OutcomeSuccess {
+				outcome = routing.LabelSeedCommitted
+			}
+			if res.outcome != routing.OutcomeCancelled {
+				g.metrics.decisions.WithLabelValues(p.Model, string(outcome)).Inc()
+			}
+		}
 		switch res.verdict {
 		case answered:
 			return

@@ -31,6 +31,7 @@ type completionRequest struct {
 	MaxTokens           *int   `json:"max_tokens"`
 	MaxCompletionTokens *int   `json:"max_completion_tokens"`
 	N                   *int   `json:"n"`
+	BestOf              *int   `json:"best_of"`
 	// Messages is decoded for its shape only: elements of a zero-size type
 	// cost no allocation, and goccy would copy a custom unmarshaler's bytes.
 	Messages *[]struct{} `json:"messages"`
@@ -70,6 +71,12 @@ const bytesPerToken = 4
 type parsed struct {
 	completionRequest
 	promptTokens int
+}
+
+// singleTarget: one worker, one completion (n and best_of at most 1). Only
+// such requests may seed a clean worker.
+func (p *parsed) singleTarget() bool {
+	return (p.N == nil || *p.N <= 1) && (p.BestOf == nil || *p.BestOf <= 1)
 }
 
 func (p *parsed) maxTokens() int {

@@ -57,6 +57,7 @@ type Gateway struct {
 	opts    Options
 	pool    registryPool
 	metrics *metrics
+	seeding bool // the routing policy may seed: redeem admission proofs for it
 	mux     chi.Router
 	hashers sync.Pool // *routing.BlockHasher of opts.BlockBytes
 }
@@ -81,6 +82,9 @@ func New(opts Options) *Gateway {
 		metrics: newMetrics(opts.Metrics),
 	}
 	g.hashers.New = func() any { return routing.NewBlockHasher(opts.BlockBytes) }
+	if ca, ok := routerPolicy(opts.Router).(*routing.CacheAware); ok {
+		g.seeding = ca.Seeding()
+	}
 	if ix, ok := routerPolicy(opts.Router).(routing.Indexed); ok {
 		index := ix.Index()
 		opts.Metrics.MustRegister(prometheus.NewGaugeFunc(prometheus.GaugeOpts{

@@ -183,7 +183,12 @@ func (p *CacheAware) endSeed(lease *SeedLease, o Outcome, now time.Time) {
 	}
 }
 
-// SeedsInFlight is how many seeds a partition has in flight.
+// Seeding reports whether the policy may seed clean workers.
+func (p *CacheAware) Seeding() bool { return p.seeding != nil }
+
+// SeedsInFlight is how many seeds a partition has in flight. It reads the
+// policy's state without the router's lock: call it only when no routing
+// runs (tests, simulations).
 func (p *CacheAware) SeedsInFlight(partition string) int {
 	if p.seeding == nil {
 		return 0
