@@ -17,15 +17,27 @@
 //
 // Workloads come from a Mooncake trace (--trace; its hash_ids are blocks of
 // 512 tokens) or are generated from --seed (--workload chat-sessions,
-// hot-prefix, agentic, mixed). Arrivals are open loop: they follow the trace
-// or the generator's clock whatever the fleet does.
+// hot-prefix, agentic, mixed, and the multi-tenant incident and two-tenants).
+// Arrivals are open loop: they follow the trace or the generator's clock
+// whatever the fleet does.
+//
+// Every arrival goes through the real admission.Scheduler first, on the same
+// virtual clock (its queue timeouts are events of the loop), over the fleet's
+// issuable headroom as the gateway computes it: --admission off and shadow
+// dispatch at once, enforce queues while the fleet is full. Each request
+// belongs to a partition (tenant): its own for incident and two-tenants, else
+// from --partitions split by --partition-by, else "default". A dispatched
+// request's credit is redeemed into the proof distribution seeding claims
+// (policy cache_aware+seeding), handed to routing once routed, and released
+// when the request ends, as in the gateway.
 //
 // What it refuses to model. Clients do not react to latency (a conversation's
 // next turn may arrive before the previous answer finished; nobody retries or
 // gives up). Workers never fail, restart or change capacity, so generations
-// and revisions never move. There is no admission gate: every arrival is
-// routed at once, and a request counts as rejected only when the router
-// refuses it or the engine cannot ever hold it (sim.ErrTooLarge). The network
+// and revisions never move, and a seed never fails. Requests are never
+// streamed and ask for one completion each. A request counts as rejected when
+// admission refuses it (queue full or timed out), the router refuses it, or
+// the engine cannot ever hold it (sim.ErrTooLarge). The network
 // and the gateway cost nothing. The engine's own limits apply as sim documents
 // them: no preemption, and generated tokens are not cached, so a conversation's
 // next turn reuses its previous prompt but not the previous answer.

@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/kvgate/kvgate/admission"
 	"github.com/kvgate/kvgate/routing"
 	"github.com/kvgate/kvgate/sim"
 )
@@ -22,12 +23,16 @@ type fleetConfig struct {
 	TelemetryInterval time.Duration // how often the router's view of load is refreshed
 	TelemetryMaxAge   time.Duration // routing.Options.MaxAge
 	Seed              uint64
+	Admission         admissionConfig
 }
 
 // requestState is what the run knows of one request.
 type requestState struct {
 	decision   *routing.Decision
+	credit     *admission.Credit
 	worker     int32
+	partition  int32 // index in the workload's partitions
+	queued     bool  // waited in admission's queue for its credit
 	firstToken time.Duration
 }
 
@@ -45,6 +50,7 @@ type fleet struct {
 	stats   *fleetStats
 	req     routing.Request // reused for every arrival
 	events  []sim.Event     // reused for every Advance
+	adm     admitter
 }
 
 func newFleet(cfg fleetConfig, wl *Workload, policy routing.Policy) (*fleet, error) {
@@ -63,7 +69,7 @@ func newFleet(cfg fleetConfig, wl *Workload, policy routing.Policy) (*fleet, err
 		pool:   newTelemetryPool(cfg.Workers, cfg.Engine.MaxRunning),
 		wake:   newWakeQueue(cfg.Workers),
 		states: make([]requestState, len(wl.Requests)),
-		stats:  newFleetStats(cfg.Workers, len(wl.Requests)),
+		stats:  newFleetStats(cfg.Workers, len(wl.Requests), max(len(wl.Partitions), 1)),
 		events: make([]sim.Event, 0, 256),
 	}
 	for range cfg.Workers {
@@ -79,6 +85,10 @@ func newFleet(cfg fleetConfig, wl *Workload, policy routing.Policy) (*fleet, err
 		Rand:   policyRand(cfg.Seed, policy.Name()),
 	})
 	f.req.Model = wl.Model
+	f.req.SingleTarget = true // one completion each, never streamed
+	if err := f.adm.init(f); err != nil {
+		return nil, err
+	}
 	return f, nil
 }
 
@@ -91,8 +101,8 @@ func policyRand(seed uint64, policy string) *rand.Rand {
 
 // run replays the workload to its end: every request finished or rejected.
 // Events at one instant go engines first (a finishing request frees its
-// slot), then the telemetry poll (which sees that), then arrivals (which
-// see the poll).
+// slot), then admission's timers (queue timeouts), then the telemetry poll
+// (which sees both), then arrivals (which see the poll).
 func (f *fleet) run(ctx context.Context) error {
 	reqs := f.wl.Requests
 	next := 0
@@ -102,20 +112,31 @@ func (f *fleet) run(ctx context.Context) error {
 			return ctx.Err()
 		}
 		e, wakeAt, busy := f.wake.peek()
-		if !busy && next == len(reqs) {
+		if !busy && next == len(reqs) && f.adm.queued == 0 {
 			break
 		}
 		arrival := time.Duration(1<<63 - 1)
 		if next < len(reqs) {
 			arrival = reqs[next].At
 		}
+		timerAt, timer := f.adm.clock.next()
 		switch {
-		case busy && wakeAt <= tick && wakeAt <= arrival:
+		case busy && wakeAt <= tick && wakeAt <= arrival && (!timer || wakeAt <= timerAt):
 			f.now = wakeAt
-			f.advance(e)
+			if err := f.advance(e); err != nil {
+				return err
+			}
+		case timer && timerAt <= tick && timerAt <= arrival:
+			f.now = timerAt
+			f.adm.clock.fire()
+			if err := f.adm.flush(); err != nil {
+				return err
+			}
 		case tick <= arrival:
 			f.now = tick
-			f.poll()
+			if err := f.poll(); err != nil {
+				return err
+			}
 			tick += f.cfg.TelemetryInterval
 		default:
 			f.now = arrival
@@ -130,13 +151,14 @@ func (f *fleet) run(ctx context.Context) error {
 }
 
 // advance brings engine e to now and takes in its events.
-func (f *fleet) advance(e int) {
+func (f *fleet) advance(e int) error {
 	eng := f.engines[e]
 	f.events = eng.Advance(f.now, f.events[:0])
 	for i := range f.events {
 		f.handle(&f.events[i])
 	}
 	f.observe(e)
+	return f.adm.flush() // finished requests freed slots
 }
 
 func (f *fleet) handle(ev *sim.Event) {
@@ -147,14 +169,20 @@ func (f *fleet) handle(ev *sim.Event) {
 		st.firstToken = ev.At
 		f.stats.cachedTokens += int64(ev.CachedTokens)
 	case sim.EventFinished:
+		ttft := st.firstToken - r.At
 		f.stats.completed++
-		f.stats.ttft = append(f.stats.ttft, st.firstToken-r.At)
+		f.stats.ttft = append(f.stats.ttft, ttft)
 		f.stats.e2e = append(f.stats.e2e, ev.At-r.At)
 		f.stats.outputTokens += int64(ev.Tokens)
 		f.stats.lastFinish = max(f.stats.lastFinish, ev.At)
+		served := r.PromptTokens + ev.Tokens
+		f.stats.partitions[st.partition].completed(ttft, served)
 		f.pool.finished(int(st.worker))
+		// Routing's reservation first, then the credit: the slot the request
+		// frees is visible to the dispatch the release runs.
 		st.decision.Done(routing.OutcomeSuccess)
-		st.decision = nil
+		st.credit.Release(admission.OutcomeSuccess, served)
+		st.decision, st.credit = nil, nil
 	}
 }
 
@@ -169,8 +197,9 @@ func (f *fleet) observe(e int) {
 	f.stats.balance.set(f.now, e, s.Running)
 }
 
-// poll is a telemetry tick: every worker reports its load as of now.
-func (f *fleet) poll() {
+// poll is a telemetry tick: every worker reports its load as of now, and
+// admission dispatches into whatever headroom the new samples show.
+func (f *fleet) poll() error {
 	at := epoch.Add(f.now)
 	for i, eng := range f.engines {
 		f.events = eng.Advance(f.now, f.events[:0])
@@ -180,25 +209,46 @@ func (f *fleet) poll() {
 		f.pool.sample(i, eng.Snapshot(), at)
 		f.observe(i)
 	}
+	f.adm.sched.Kick()
+	return f.adm.flush()
 }
 
-// arrive routes request i and submits it to the chosen engine. A request
-// the router refuses or the engine could never hold is rejected; any other
-// failure is a bug in fleetsim or below, and ends the run.
+// arrive hands request i to admission, which dispatches it now or queues it.
 func (f *fleet) arrive(i int) error {
+	f.adm.submit(i)
+	return f.adm.flush()
+}
+
+// dispatch routes admitted request i and submits it to the chosen engine. A
+// request the router refuses or the engine could never hold is rejected; any
+// other failure is a bug in fleetsim or below, and ends the run.
+func (f *fleet) dispatch(i int, credit *admission.Credit) error {
 	r := &f.wl.Requests[i]
 	f.req.PromptTokens = r.PromptTokens
 	f.req.MaxTokens = r.OutputTokens
 	f.req.Prefix = r.Prefix
+	f.req.Partition = r.Partition
+	f.req.Proof = nil
+	if f.adm.seeding {
+		// The proof a seed must claim; redeeming it changes nothing else.
+		if proof, err := credit.Redeem(f.adm.ids[i], f.wl.Model, r.Partition); err == nil {
+			f.req.Proof = proof
+		}
+	}
 	d, err := f.router.Route(&f.req, f.pool)
 	if err != nil {
-		f.stats.rejected++
+		credit.Release(admission.OutcomeFailure, 0)
+		f.reject(i)
 		return nil
 	}
+	// Routing's reservation now counts the request: admission stops
+	// counting its credit.
+	credit.Routed()
 	f.stats.decisions[d.Label]++
 	e, ok := f.pool.worker(d.Worker.ID)
 	if !ok {
 		d.Done(routing.OutcomeFailure)
+		credit.Release(admission.OutcomeFailure, 0)
 		return fmt.Errorf("request %d: policy %s chose %q, which the pool never offered", i, f.router.Policy().Name(), d.Worker.ID)
 	}
 	err = f.engines[e].Submit(f.now, sim.Request{
@@ -209,17 +259,25 @@ func (f *fleet) arrive(i int) error {
 	})
 	if err != nil {
 		d.Done(routing.OutcomeFailure)
+		credit.Release(admission.OutcomeFailure, 0)
 		if !errors.Is(err, sim.ErrTooLarge) {
 			return fmt.Errorf("request %d: %w", i, err)
 		}
 		// The engine would answer 400: the context is too long.
-		f.stats.rejected++
+		f.reject(i)
 		return nil
 	}
-	f.states[i] = requestState{decision: d, worker: int32(e)}
+	st := &f.states[i]
+	st.decision, st.credit, st.worker = d, credit, int32(e)
 	f.pool.dispatched(e)
 	f.observe(e)
 	return nil
+}
+
+// reject counts request i as refused, in its partition too.
+func (f *fleet) reject(i int) {
+	f.stats.rejected++
+	f.stats.partitions[f.states[i].partition].rejected++
 }
 
 // hitRate is the share of admitted prompt tokens the engines found cached,

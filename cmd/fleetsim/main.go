@@ -7,10 +7,12 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"slices"
 	"syscall"
 
 	"github.com/spf13/pflag"
 
+	"github.com/kvgate/kvgate/admission"
 	"github.com/kvgate/kvgate/routing"
 )
 
@@ -49,6 +51,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		TelemetryInterval: o.telemetryInterval,
 		TelemetryMaxAge:   o.telemetryMaxAge,
 		Seed:              o.seed,
+		Admission:         wl.Admission,
 	}
 	results, err := simulate(ctx, wl, cfg, policiesByName(policies, o.policy))
 	if err != nil {
@@ -63,6 +66,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 		TimeScale:          o.timeScale,
 		TelemetryIntervalS: round(o.telemetryInterval.Seconds()),
 		Engine:             newEngineReport(o.engine),
+		Admission:          newAdmissionReport(wl.Admission),
 		Results:            results,
 	}
 	if err := writeTable(stdout, rep); err != nil {
@@ -105,17 +109,57 @@ func (o *options) load() (*Workload, error) {
 		return nil, err
 	}
 	wl.scaleTime(o.timeScale)
+	if err := o.tenants(wl); err != nil {
+		return nil, err
+	}
 	return wl, nil
+}
+
+// tenants gives wl its partitions and the admission gate it runs behind:
+// the workload's own, with --partitions' weights and the admission flags
+// given over them; for a trace or a tenant-less workload, --partitions split
+// by --partition-by, or one partition "default".
+func (o *options) tenants(wl *Workload) error {
+	parts, err := parsePartitions(o.partitions)
+	if err != nil {
+		return err
+	}
+	switch {
+	case wl.Partitions != nil && parts != nil:
+		err = overrideWeights(wl, parts)
+	case wl.Partitions == nil:
+		if parts == nil {
+			parts = defaultPartitions()
+		}
+		err = assignPartitions(wl, parts, o.partitionBy, o.seed)
+	}
+	if err != nil {
+		return err
+	}
+	if wl.MaxCachedOwners > 0 && !o.set["max-cached-owners"] {
+		o.policy.MaxCachedOwnersPerPrefix = wl.MaxCachedOwners
+	}
+	if o.set["admission"] {
+		wl.Admission.Mode, _ = admission.ParseMode(o.mode) // validated
+	}
+	if o.set["max-queue"] {
+		wl.Admission.MaxQueue = o.admission.MaxQueue
+	}
+	if o.set["queue-timeout"] {
+		wl.Admission.QueueTimeout = o.admission.QueueTimeout
+	}
+	return nil
 }
 
 // resolvePolicies checks every policy through routing.NewPolicy. A policy
 // named in --policies must exist; of the default list (every policy routing
-// names), those routing cannot build yet are skipped and reported.
+// names, and cache_aware with seeding), those routing cannot build are
+// skipped and reported.
 func (o *options) resolvePolicies() (names, skipped []string, err error) {
 	requested := o.policies
 	explicit := len(requested) > 0
 	if !explicit {
-		requested = routing.PolicyNames
+		requested = append(slices.Clone(routing.PolicyNames), routing.SeedingVariant)
 	}
 	for _, name := range requested {
 		if _, perr := routing.NewPolicy(name, routing.DefaultPolicyConfig()); perr != nil {

@@ -72,7 +72,7 @@ func TestRunReplaysATraceEndToEnd(t *testing.T) {
 
 func TestRunCoversEveryPolicyByDefault(t *testing.T) {
 	out := runCLI(t, "--trace", testTrace, "--workers", "2")
-	for _, name := range routing.PolicyNames {
+	for _, name := range append(routing.PolicyNames, routing.SeedingVariant) {
 		assert.Contains(t, out, name, "a default run runs every policy, or says it skipped it")
 	}
 }
@@ -84,7 +84,7 @@ func TestJSONCarriesEverySchemaField(t *testing.T) {
 	require.NoError(t, err)
 	var doc map[string]any
 	require.NoError(t, json.Unmarshal(b, &doc))
-	for _, k := range []string{"workload", "workers", "requests", "seed", "engine", "results"} {
+	for _, k := range []string{"workload", "workers", "requests", "seed", "engine", "admission", "results"} {
 		assert.Contains(t, doc, k)
 	}
 	assert.Equal(t, "hot-prefix", doc["workload"])
@@ -94,20 +94,32 @@ func TestJSONCarriesEverySchemaField(t *testing.T) {
 	require.Len(t, results, 1)
 	res := results[0].(map[string]any)
 	for _, k := range []string{"policy", "hit_rate", "ttft_p50", "ttft_p90", "ttft_p99", "e2e_p50", "e2e_p99",
-		"throughput_tokens_per_s", "max_waiting", "imbalance", "completed", "rejected", "decisions"} {
+		"throughput_tokens_per_s", "max_waiting", "imbalance", "completed", "rejected", "decisions", "partitions"} {
 		assert.Contains(t, res, k)
 	}
 	assert.IsType(t, map[string]any{}, res["decisions"])
+	parts, ok := res["partitions"].([]any)
+	require.True(t, ok)
+	require.Len(t, parts, 1, "one partition, \"default\", without --partitions")
+	part := parts[0].(map[string]any)
+	for _, k := range []string{"name", "weight", "served_tokens", "served_share", "ttft_p99", "completed", "rejected"} {
+		assert.Contains(t, part, k)
+	}
+	assert.Equal(t, "default", part["name"])
+	assert.EqualValues(t, 1, part["served_share"])
 }
 
 func TestSameSeedGivesIdenticalJSON(t *testing.T) {
-	for _, w := range []string{"chat-sessions", "hot-prefix", "agentic", "mixed"} {
+	for _, w := range []string{"chat-sessions", "hot-prefix", "agentic", "mixed", "incident", "two-tenants"} {
 		t.Run(w, func(t *testing.T) {
 			dir := t.TempDir()
 			read := func(name string, seed string) []byte {
 				path := filepath.Join(dir, name)
-				runCLI(t, "--workload", w, "--requests", "300", "--seed", seed, "--workers", "4",
-					"--policies", "round_robin,random,least_load", "--json", path)
+				// Enforcing admission with short queues and a timeout: its
+				// queue and its virtual timers are part of every run.
+				runCLI(t, "--workload", w, "--requests", "600", "--seed", seed, "--workers", "2",
+					"--admission", "enforce", "--max-queue", "8", "--queue-timeout", "2s",
+					"--policies", "round_robin,random,least_load,cache_aware+seeding", "--json", path)
 				b, err := os.ReadFile(path)
 				require.NoError(t, err)
 				return b
@@ -137,6 +149,12 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"no time", []string{"--workload", "agentic", "--time-scale", "0"}, "--time-scale"},
 		{"engine config", []string{"--workload", "agentic", "--max-running", "0"}, "max running"},
 		{"stray argument", []string{"--workload", "agentic", "extra"}, "unexpected arguments"},
+		{"admission mode", []string{"--workload", "agentic", "--admission", "strict"}, "--admission"},
+		{"queue limit", []string{"--workload", "agentic", "--max-queue", "-1"}, "--max-queue"},
+		{"partition weight", []string{"--workload", "agentic", "--partitions", "a:0"}, "weight must be a finite number > 0"},
+		{"partition twice", []string{"--workload", "agentic", "--partitions", "a,a:2"}, "names a twice"},
+		{"partition rule", []string{"--workload", "agentic", "--partitions", "a,b", "--partition-by", "user"}, "--partition-by"},
+		{"workload partition unnamed", []string{"--workload", "incident", "--partitions", "hot:2,bg1"}, `partition "bg2"`},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

@@ -19,15 +19,29 @@ type fleetStats struct {
 	maxWaiting   int
 	decisions    map[routing.Label]int
 	balance      runningBalance
+	partitions   []partitionStats // by the workload's partition index
 }
 
-func newFleetStats(workers, requests int) *fleetStats {
+func newFleetStats(workers, requests, partitions int) *fleetStats {
 	return &fleetStats{
-		ttft:      make([]time.Duration, 0, requests),
-		e2e:       make([]time.Duration, 0, requests),
-		decisions: map[routing.Label]int{},
-		balance:   runningBalance{running: make([]int, workers)},
+		ttft:       make([]time.Duration, 0, requests),
+		e2e:        make([]time.Duration, 0, requests),
+		decisions:  map[routing.Label]int{},
+		balance:    runningBalance{running: make([]int, workers)},
+		partitions: make([]partitionStats, partitions),
 	}
+}
+
+// partitionStats is one tenant's share of a run.
+type partitionStats struct {
+	ttft         []time.Duration // completed requests, from arrival (admission's wait included)
+	servedTokens int64           // prompt and output tokens of completed requests
+	rejected     int
+}
+
+func (p *partitionStats) completed(ttft time.Duration, servedTokens int) {
+	p.ttft = append(p.ttft, ttft)
+	p.servedTokens += int64(servedTokens)
 }
 
 // runningBalance integrates max/mean running requests across workers over

@@ -10,6 +10,7 @@ import (
 
 	"github.com/spf13/pflag"
 
+	"github.com/kvgate/kvgate/admission"
 	"github.com/kvgate/kvgate/routing"
 	"github.com/kvgate/kvgate/sim"
 )
@@ -31,12 +32,21 @@ type options struct {
 	telemetryInterval time.Duration
 	telemetryMaxAge   time.Duration
 
+	// admission is the fair-share gate; a generated workload with tenants
+	// of its own brings its defaults, flags override them.
+	admission   admissionConfig
+	mode        string
+	partitions  []string // --partitions name:weight,…
+	partitionBy string
+
 	engine sim.Config
 	// policy holds the routing policies' knobs, defaulting to the gateway's.
 	policy routing.PolicyConfig
 
 	jsonPath string
 	plotPath string
+
+	set map[string]bool // flags given on the command line
 }
 
 // Defaults not owned by sim: engine defaults come from sim.DefaultConfig.
@@ -50,7 +60,6 @@ const (
 
 func defaultOptions() options {
 	return options{
-		requests:          defaultRequests,
 		seed:              1,
 		timeScale:         1,
 		model:             "sim",
@@ -59,6 +68,8 @@ func defaultOptions() options {
 		telemetryMaxAge:   5 * time.Second,
 		engine:            sim.DefaultConfig(),
 		policy:            routing.DefaultPolicyConfig(),
+		mode:              admission.ModeOff.String(),
+		partitionBy:       partitionByPrefix,
 	}
 }
 
@@ -83,7 +94,7 @@ Flags:
 	fs.StringVar(&o.trace, "trace", d.trace, "replay a Mooncake JSONL trace (timestamp ms, input_length, output_length, hash_ids of 512-token blocks)")
 	fs.IntVar(&o.traceLimit, "trace-limit", d.traceLimit, "replay only the first N trace records (0: all)")
 	fs.StringVar(&o.workload, "workload", d.workload, "generate a workload: "+workloadNames())
-	fs.IntVar(&o.requests, "requests", d.requests, "generated workloads: number of requests")
+	fs.IntVar(&o.requests, "requests", d.requests, "generated workloads: number of requests (0: the workload's default, "+workloadRequests()+")")
 	fs.Float64Var(&o.rate, "rate", d.rate, "generated workloads: requests a second (0: the workload's default, "+workloadRates()+")")
 	fs.DurationVar(&o.duration, "duration", d.duration, "generated workloads: stop arrivals after this much virtual time (0: no limit)")
 	fs.Uint64Var(&o.seed, "seed", d.seed, "seed of the generated workload and of the policies' random choices")
@@ -97,6 +108,11 @@ Flags:
 	fs.Float64Var(&o.policy.PressureSlack, "pressure-slack", d.policy.PressureSlack, "cache_aware: routing.pressure_slack")
 	fs.IntVar(&o.policy.MaxCachedOwnersPerPrefix, "max-cached-owners", d.policy.MaxCachedOwnersPerPrefix, "cache_aware: routing.max_cached_owners_per_prefix")
 	fs.DurationVar(&o.policy.SpillCooldown, "spill-cooldown", d.policy.SpillCooldown, "cache_aware: routing.spill_cooldown")
+	fs.StringVar(&o.mode, "admission", d.mode, "admission.mode: off, shadow or enforce (workloads with tenants of their own default to theirs: "+workloadModes()+")")
+	fs.IntVar(&o.admission.MaxQueue, "max-queue", d.admission.MaxQueue, "admission.queue.max_per_partition: more waiting are rejected (429); 0: unbounded")
+	fs.DurationVar(&o.admission.QueueTimeout, "queue-timeout", d.admission.QueueTimeout, "admission.queue.timeout: longer waits are rejected (503); 0: none")
+	fs.StringSliceVar(&o.partitions, "partitions", nil, "tenants as name:weight,… in admission's order; a workload with tenants of its own takes only new weights (default: one partition \"default\")")
+	fs.StringVar(&o.partitionBy, "partition-by", d.partitionBy, "how --partitions splits a trace or a tenant-less workload: prefix (by first prompt block) or request")
 	fs.IntVar(&o.engine.MaxRunning, "max-running", d.engine.MaxRunning, "engine batch slots per worker")
 	fs.IntVar(&o.engine.KVCapacityTokens, "kv-capacity-tokens", d.engine.KVCapacityTokens, "engine KV cache size per worker, in tokens")
 	fs.IntVar(&o.engine.BlockTokens, "block-tokens", 0, fmt.Sprintf("engine KV block size in tokens (0: %d for a trace, %d for generated workloads; a trace takes any divisor of 512)", traceBlockTokens, defaultGeneratedBlockTokens))
@@ -120,6 +136,8 @@ func parseFlags(args []string, out io.Writer) (options, error) {
 	if fs.NArg() > 0 {
 		return o, fmt.Errorf("unexpected arguments: %s", strings.Join(fs.Args(), " "))
 	}
+	o.set = map[string]bool{}
+	fs.Visit(func(f *pflag.Flag) { o.set[f.Name] = true })
 	if o.engine.BlockTokens == 0 {
 		o.engine.BlockTokens = defaultGeneratedBlockTokens
 		if o.trace != "" {
@@ -147,8 +165,20 @@ func (o *options) validate(fs *pflag.FlagSet) error {
 	} else if fs.Changed("trace-limit") {
 		bad("--trace-limit applies only with --trace")
 	}
-	if o.requests < 1 {
-		bad("--requests must be at least 1")
+	if o.requests < 0 {
+		bad("--requests must not be negative")
+	}
+	if _, err := admission.ParseMode(o.mode); err != nil {
+		bad("--admission: %v", err)
+	}
+	if o.admission.MaxQueue < 0 || o.admission.QueueTimeout < 0 {
+		bad("--max-queue and --queue-timeout must not be negative")
+	}
+	if !slices.Contains(partitionRules, o.partitionBy) {
+		bad("--partition-by %q: want %s", o.partitionBy, strings.Join(partitionRules, " or "))
+	}
+	if _, err := parsePartitions(o.partitions); err != nil {
+		bad("%v", err)
 	}
 	if o.rate < 0 || o.duration < 0 || o.traceLimit < 0 {
 		bad("--rate, --duration and --trace-limit must not be negative")

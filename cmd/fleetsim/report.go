@@ -15,15 +15,16 @@ import (
 // report is the whole run: what was replayed on what, and one result a
 // policy. encoding/json sorts map keys, so equal runs give equal bytes.
 type report struct {
-	Workload           string         `json:"workload"`
-	Workers            int            `json:"workers"`
-	Requests           int            `json:"requests"`
-	DurationS          float64        `json:"duration_s"` // first to last arrival
-	Seed               uint64         `json:"seed"`
-	TimeScale          float64        `json:"time_scale"`
-	TelemetryIntervalS float64        `json:"telemetry_interval_s"`
-	Engine             engineReport   `json:"engine"`
-	Results            []policyResult `json:"results"`
+	Workload           string          `json:"workload"`
+	Workers            int             `json:"workers"`
+	Requests           int             `json:"requests"`
+	DurationS          float64         `json:"duration_s"` // first to last arrival
+	Seed               uint64          `json:"seed"`
+	TimeScale          float64         `json:"time_scale"`
+	TelemetryIntervalS float64         `json:"telemetry_interval_s"`
+	Engine             engineReport    `json:"engine"`
+	Admission          admissionReport `json:"admission"`
+	Results            []policyResult  `json:"results"`
 }
 
 // engineReport is every worker's engine configuration.
@@ -35,6 +36,28 @@ type engineReport struct {
 	PrefillChunkTokens   int     `json:"prefill_chunk_tokens"`
 	DecodeStepBaseS      float64 `json:"decode_step_base_s"`
 	DecodeStepPerRequest float64 `json:"decode_step_per_request_s"`
+}
+
+// admissionReport is the gate every policy ran behind.
+type admissionReport struct {
+	Mode          string  `json:"mode"`
+	MaxQueue      int     `json:"max_queue"` // per partition; 0: unbounded
+	QueueTimeoutS float64 `json:"queue_timeout_s"`
+}
+
+func (a admissionReport) String() string {
+	s := a.Mode
+	if a.MaxQueue > 0 {
+		s += fmt.Sprintf(", queues of %d", a.MaxQueue)
+	}
+	if a.QueueTimeoutS > 0 {
+		s += fmt.Sprintf(", queue timeout %gs", a.QueueTimeoutS)
+	}
+	return s
+}
+
+func newAdmissionReport(c admissionConfig) admissionReport {
+	return admissionReport{Mode: c.Mode.String(), MaxQueue: c.MaxQueue, QueueTimeoutS: round(c.QueueTimeout.Seconds())}
 }
 
 func newEngineReport(c sim.Config) engineReport {
@@ -74,12 +97,31 @@ func writeTable(w io.Writer, r *report) error {
 	if err := tw.Flush(); err != nil {
 		return err
 	}
+	if len(r.Results) > 0 && len(r.Results[0].Partitions) > 1 {
+		if err := writePartitions(w, r); err != nil {
+			return err
+		}
+	}
 	fmt.Fprintln(w, "\ndecisions:")
 	for _, p := range r.Results {
 		fmt.Fprintf(w, "  %-20s %s\n", p.Policy, formatDecisions(p.Decisions))
 	}
 	_, err := fmt.Fprintln(w, "\ntimes in seconds; imbalance = time-averaged max/mean running across workers (1 is even)")
 	return err
+}
+
+// writePartitions prints each policy's figures per partition.
+func writePartitions(w io.Writer, r *report) error {
+	fmt.Fprintf(w, "\npartitions (admission %s):\n", r.Admission)
+	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
+	fmt.Fprintln(tw, "policy\tpartition\tweight\tserved tok\tshare %\tttft p99\tcompleted\trejected\t")
+	for _, p := range r.Results {
+		for _, q := range p.Partitions {
+			fmt.Fprintf(tw, "%s\t%s\t%g\t%d\t%.1f\t%.3f\t%d\t%d\t\n",
+				p.Policy, q.Name, q.Weight, q.ServedTokens, 100*q.ServedShare, q.TTFTP99, q.Completed, q.Rejected)
+		}
+	}
+	return tw.Flush()
 }
 
 // formatDecisions lists labels by count, most frequent first.

@@ -33,8 +33,25 @@ type policyResult struct {
 	CachedTokens int64          `json:"cached_tokens"`
 	OutputTokens int64          `json:"output_tokens"`
 	MakespanS    float64        `json:"makespan_s"`
+	// Partitions are the tenants' figures, in the workload's order.
+	Partitions []partitionResult `json:"partitions"`
 
 	ttft []time.Duration // sorted, for the plot
+}
+
+// partitionResult is one tenant's row of a policy's result.
+type partitionResult struct {
+	Name   string  `json:"name"`
+	Weight float64 `json:"weight"`
+	// ServedTokens are the prompt and output tokens of its completed
+	// requests; ServedShare its part of every partition's.
+	ServedTokens int64   `json:"served_tokens"`
+	ServedShare  float64 `json:"served_share"`
+	TTFTP99      float64 `json:"ttft_p99"` // from arrival, admission's wait included
+	Completed    int     `json:"completed"`
+	// Rejected counts requests admission refused (queue full, queue
+	// timeout), the router refused or no engine could hold.
+	Rejected int `json:"rejected"`
 }
 
 // result summarises a finished run.
@@ -72,6 +89,25 @@ func (f *fleet) result(policy string) policyResult {
 	}
 	for label, n := range s.decisions {
 		r.Decisions[string(label)] = n
+	}
+	var served int64
+	for _, p := range s.partitions {
+		served += p.servedTokens
+	}
+	r.Partitions = make([]partitionResult, len(s.partitions))
+	for i, p := range s.partitions {
+		slices.Sort(p.ttft)
+		r.Partitions[i] = partitionResult{
+			Name:         f.adm.specs[i].Name,
+			Weight:       f.adm.specs[i].Weight,
+			ServedTokens: p.servedTokens,
+			TTFTP99:      round(percentile(p.ttft, 0.99)),
+			Completed:    len(p.ttft),
+			Rejected:     p.rejected,
+		}
+		if served > 0 {
+			r.Partitions[i].ServedShare = round(float64(p.servedTokens) / float64(served))
+		}
 	}
 	return r
 }

@@ -20,6 +20,9 @@ type Request struct {
 	// engine caches under. The turns of one conversation share a backing
 	// array, so nobody may modify it.
 	Prefix []uint64
+	// Partition is the tenant that sent the request, one of
+	// Workload.Partitions.
+	Partition string
 }
 
 // Workload is what every policy replays.
@@ -28,6 +31,15 @@ type Workload struct {
 	Model       string
 	BlockTokens int
 	Requests    []Request // in arrival order
+	// Partitions are the tenants, in the admission scheduler's configuration
+	// order.
+	Partitions []partitionSpec
+	// Admission is the gate the workload is meant to run behind.
+	Admission admissionConfig
+	// MaxCachedOwners, when positive, is the replication ceiling
+	// (routing.max_cached_owners_per_prefix) the workload is meant to run
+	// with, unless --max-cached-owners says otherwise.
+	MaxCachedOwners int
 }
 
 // scaleTime divides every arrival time by scale (2 replays twice as fast).
@@ -46,6 +58,18 @@ type source interface {
 	peek() time.Duration
 	// pop returns the next arrival.
 	pop() Request
+}
+
+// tagged is a source whose every arrival comes from one partition.
+type tagged struct {
+	source
+	partition string
+}
+
+func (t tagged) pop() Request {
+	r := t.source.pop()
+	r.Partition = t.partition
+	return r
 }
 
 // drain takes arrivals from src until it has n of them or they reach until

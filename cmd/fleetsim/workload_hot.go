@@ -8,6 +8,7 @@ import "time"
 // (38 running, 64–102 waiting, peers idle); pure balance recomputes the
 // system prompt everywhere.
 type hotPrefixShape struct {
+	name         string  // salts the generator's random stream
 	systemTokens int     // the shared prompt
 	hotShare     float64 // share of requests that carry it
 	suffix       span    // a hot request's own tokens after the shared prompt
@@ -22,6 +23,7 @@ const defaultHotPrefixRate = 60
 
 func defaultHotPrefixShape() hotPrefixShape {
 	return hotPrefixShape{
+		name:         "hot-prefix",
 		systemTokens: 8192,
 		hotShare:     0.8,
 		suffix:       span{64, 512},
@@ -49,7 +51,7 @@ func newHotPrefix(shape hotPrefixShape, model string, bt int, rate float64, seed
 		bt:     bt,
 		ids:    ids,
 		system: segment{base: ids.newRange(), tokens: shape.systemTokens},
-		clock:  poisson{rng: newRand(seed, "hot-prefix"), rate: rate},
+		clock:  poisson{rng: newRand(seed, shape.name), rate: rate},
 	}
 	h.clock.advance()
 	return h
