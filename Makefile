@@ -26,8 +26,9 @@ define apt-install
 	fi
 endef
 
-# Debian packages the tests need (none yet: every test runs on Go alone).
-TEST_PACKAGES :=
+# Debian packages the tests need: chromium drives the status page's browser
+# test (cmd/gateway/browser_test.go; KVGATE_SKIP_BROWSER=1 skips it).
+TEST_PACKAGES := chromium
 # nginx is the one-proxy-hop reference of the overhead benchmark.
 BENCH_PACKAGES := nginx
 

@@ -8,7 +8,10 @@ import "time"
 type Config struct {
 	Listen        string        `koanf:"listen" doc:"Address the gateway listens on (host:port)."`
 	ShutdownGrace time.Duration `koanf:"shutdown_grace" doc:"How long in-flight requests may run after SIGTERM before the process exits."`
+	ShutdownDelay time.Duration `koanf:"shutdown_delay" doc:"After SIGTERM, how long the gateway keeps serving with /readyz at 503 before its listener closes, so load balancers stop sending first (5s under Kubernetes)."`
 	Workers       []Worker      `koanf:"workers" doc:"Engine workers behind the gateway."`
+	Discovery     Discovery     `koanf:"discovery"`
+	Auth          Auth          `koanf:"auth"`
 	Routing       Routing       `koanf:"routing"`
 	Admission     Admission     `koanf:"admission"`
 	Telemetry     Telemetry     `koanf:"telemetry"`
@@ -28,6 +31,30 @@ type Worker struct {
 	Engine     string   `koanf:"engine" doc:"Telemetry format to read: vllm, sglang or auto."`
 	MaxRunning int      `koanf:"max_running" doc:"Batch capacity hint used when telemetry reports none (vLLM never does)."`
 	DPRanks    int      `koanf:"dp_ranks" doc:"Data-parallel ranks the worker reports; telemetry is complete only when all report."`
+}
+
+// Discovery finds workers at run time, beside the static workers list
+// (docs/operations-membership.md).
+type Discovery struct {
+	DNS DNSDiscovery `koanf:"dns"`
+}
+
+// DNSDiscovery turns the address records of one DNS name (a Kubernetes
+// headless Service) into workers, looked up again every interval.
+type DNSDiscovery struct {
+	Name       string        `koanf:"name" doc:"DNS name whose A/AAAA records are workers (a Kubernetes headless Service); a name starting with _ is looked up as SRV, ports from the records; empty = off."`
+	Port       int           `koanf:"port" doc:"Port of the workers found by A/AAAA records (not used with SRV)."`
+	Interval   time.Duration `koanf:"interval" doc:"How often the name is looked up again; a failed or empty lookup keeps the workers found before."`
+	Scheme     string        `koanf:"scheme" doc:"URL scheme of discovered workers: http or https."`
+	Engine     string        `koanf:"engine" doc:"Telemetry format of discovered workers: vllm, sglang or auto."`
+	Models     []string      `koanf:"models" doc:"Models discovered workers serve; empty = learned from each one's /v1/models."`
+	MaxRunning int           `koanf:"max_running" doc:"Batch capacity hint of each discovered worker (as workers[].max_running)."`
+	DPRanks    int           `koanf:"dp_ranks" doc:"Data-parallel ranks each discovered worker reports."`
+}
+
+// Auth holds the credentials of the gateway's own operator API.
+type Auth struct {
+	AdminToken string `koanf:"admin_token" doc:"Bearer token of the admin API (/admin/...); empty = the admin API answers only on a loopback listen address. Prefer KVGATE_AUTH__ADMIN_TOKEN to a flag." secret:"true"`
 }
 
 // Routing selects the policy that picks a worker for each request.
@@ -155,6 +182,7 @@ func Default() Config {
 	return Config{
 		Listen:        "127.0.0.1:8080",
 		ShutdownGrace: 30 * time.Second,
+		Discovery:     Discovery{DNS: DNSDiscovery{Interval: 5 * time.Second, Scheme: "http", Engine: "auto", DPRanks: 1}},
 		Routing: Routing{
 			Policy:                   "cache_aware",
 			OutputEstimateCap:        1024,

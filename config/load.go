@@ -194,16 +194,22 @@ func (c *Config) applyPartitionDefaults() {
 }
 
 func (c *Config) applyWorkerDefaults() {
-	def := DefaultWorker()
 	for i := range c.Workers {
-		w := &c.Workers[i]
-		if w.Engine == "" {
-			w.Engine = def.Engine
-		}
-		if w.DPRanks == 0 {
-			w.DPRanks = def.DPRanks
-		}
+		c.Workers[i] = c.Workers[i].WithDefaults()
 	}
+}
+
+// WithDefaults fills the keys w leaves unset with DefaultWorker's values,
+// as the file's entries get them; the admin API applies it to its entries.
+func (w Worker) WithDefaults() Worker {
+	def := DefaultWorker()
+	if w.Engine == "" {
+		w.Engine = def.Engine
+	}
+	if w.DPRanks == 0 {
+		w.DPRanks = def.DPRanks
+	}
+	return w
 }
 
 // defaultsMap flattens Default() into key paths for koanf.

@@ -37,7 +37,7 @@ func toNode(v reflect.Value) *yamlv3.Node {
 				continue
 			}
 			val := toNode(v.Field(i))
-			if sf.Tag.Get("secret") == "true" {
+			if sf.Tag.Get("secret") == "true" && !v.Field(i).IsZero() { // an unset secret stays unset
 				val = redacted(val)
 			}
 			n.Content = append(n.Content, &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: key}, val)

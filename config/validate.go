@@ -75,7 +75,11 @@ func (c *Config) Validate() error {
 	if c.ShutdownGrace < 0 {
 		p.add("shutdown_grace", "must not be negative, got %s", c.ShutdownGrace)
 	}
+	if c.ShutdownDelay < 0 {
+		p.add("shutdown_delay", "must not be negative, got %s", c.ShutdownDelay)
+	}
 	c.validateWorkers(&p)
+	c.validateMembership(&p)
 	if !slices.Contains(Policies, c.Routing.Policy) {
 		p.add("routing.policy", "unknown policy %q (want one of %s)", c.Routing.Policy, strings.Join(Policies, ", "))
 	}

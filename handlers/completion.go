@@ -212,12 +212,12 @@ func printable(s string) bool {
 // (or the client left while waiting: rec.status says 499).
 func (g *Gateway) admit(r *http.Request, p *parsed, rec *requestRecord) (*admission.Credit, *apiError) {
 	rec.partition = "default"
-	if g.opts.Partitions != nil {
+	if parts := g.partitions.Load(); parts != nil {
 		var trusted string
-		if h := g.opts.Partitions.TrustedHeader(); h != "" {
+		if h := parts.TrustedHeader(); h != "" {
 			trusted = r.Header.Get(h)
 		}
-		part, err := g.opts.Partitions.Resolve(r.Header.Get("Authorization"), trusted)
+		part, err := parts.Resolve(r.Header.Get("Authorization"), trusted)
 		switch {
 		case errors.Is(err, admission.ErrInvalidAPIKey):
 			return nil, errInvalidAPIKey()

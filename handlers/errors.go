@@ -112,6 +112,31 @@ func errQueueTimeout(partition string) *apiError {
 		Message: "The fleet had no free capacity for partition `" + partition + "` within the queue timeout."}
 }
 
+func errAdminUnauthorized() *apiError {
+	return &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "invalid_admin_token",
+		Message: "Missing or wrong admin token: send auth.admin_token as `Authorization: Bearer TOKEN`."}
+}
+
+func errAdminDisabled() *apiError {
+	return &apiError{Status: http.StatusForbidden, Type: typeInvalidRequest, Code: "admin_disabled",
+		Message: "The admin API is off: set auth.admin_token, or listen on a loopback address."}
+}
+
+func errWorkerExists(id string) *apiError {
+	return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "worker_exists", Param: "id",
+		Message: "A worker with id `" + id + "` is already registered (a draining one leaves once its requests finish)."}
+}
+
+func errWorkerNotFound(id string) *apiError {
+	return &apiError{Status: http.StatusNotFound, Type: typeInvalidRequest, Code: "worker_not_found",
+		Message: "No worker has id `" + id + "`."}
+}
+
+func errShuttingDown() *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "shutting_down", RetryAfter: 1,
+		Message: "The gateway is shutting down."}
+}
+
 func errUpstream(msg string) *apiError {
 	return &apiError{Status: http.StatusBadGateway, Type: typeServer, Code: "upstream_error", Message: msg}
 }

@@ -4,6 +4,7 @@ import (
 	"log/slog"
 	"net/http"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/go-chi/chi/v5"
@@ -12,6 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/kvgate/kvgate/admission"
+	"github.com/kvgate/kvgate/openapi"
 	"github.com/kvgate/kvgate/routing"
 	"github.com/kvgate/kvgate/workers"
 )
@@ -50,6 +52,10 @@ type Options struct {
 	Partitions *admission.Resolver
 	// Admission gates requests when the fleet is full; nil: no gate.
 	Admission *admission.Scheduler
+
+	// TelemetryMaxAge is the age past which the status page calls a
+	// telemetry sample stale (telemetry.max_age; 0: routing's default).
+	TelemetryMaxAge time.Duration
 }
 
 // Gateway serves kvgate's HTTP API.
@@ -60,6 +66,10 @@ type Gateway struct {
 	seeding bool // the routing policy may seed: redeem admission proofs for it
 	mux     chi.Router
 	hashers sync.Pool // *routing.BlockHasher of opts.BlockBytes
+	status  *statusFeed
+
+	// partitions is opts.Partitions, replaced whole by a config reload.
+	partitions atomic.Pointer[admission.Resolver]
 }
 
 // New returns the gateway's HTTP handler.
@@ -82,6 +92,7 @@ func New(opts Options) *Gateway {
 		metrics: newMetrics(opts.Metrics),
 	}
 	g.hashers.New = func() any { return routing.NewBlockHasher(opts.BlockBytes) }
+	g.partitions.Store(opts.Partitions)
 	if ca, ok := routerPolicy(opts.Router).(*routing.CacheAware); ok {
 		g.seeding = ca.Seeding()
 	}
@@ -92,6 +103,7 @@ func New(opts Options) *Gateway {
 			Help: "Prefix blocks in the routing policy's ownership index.",
 		}, func() float64 { return float64(index.Len()) }))
 	}
+	g.status = newStatusFeed(g.metrics, opts.Now(), opts.TelemetryMaxAge)
 	g.mux = g.routes()
 	return g
 }
@@ -112,11 +124,21 @@ func (g *Gateway) routes() chi.Router {
 	if g.opts.Gatherer != nil {
 		r.Method(http.MethodGet, "/metrics", promhttp.HandlerFor(g.opts.Gatherer, promhttp.HandlerOpts{}))
 	}
+	r.Get("/openapi.yaml", serveOpenAPI)
+	g.statusRoutes(r)
 	return r
 }
 
+// SetPartitions replaces the partition resolver (a config reload): requests
+// that start after it resolve their API key with the new one.
+func (g *Gateway) SetPartitions(r *admission.Resolver) { g.partitions.Store(r) }
+
 // Mount adds another handler under pattern (status page, admin API).
 func (g *Gateway) Mount(pattern string, h http.Handler) { g.mux.Mount(pattern, h) }
+
+// Routes lists what the gateway serves (chi.Walk walks it), for the test
+// that holds the OpenAPI document to it.
+func (g *Gateway) Routes() chi.Routes { return g.mux }
 
 type modelList struct {
 	Object string        `json:"object"`
@@ -152,6 +174,13 @@ func (g *Gateway) ready(w http.ResponseWriter, _ *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusOK, map[string]string{"status": "ready"})
+}
+
+// serveOpenAPI serves the OpenAPI document of this API.
+func serveOpenAPI(w http.ResponseWriter, _ *http.Request) {
+	w.Header().Set("Content-Type", "application/yaml")
+	w.Header().Set("Cache-Control", "no-cache")
+	_, _ = w.Write(openapi.Spec)
 }
 
 func writeJSON(w http.ResponseWriter, status int, v any) {

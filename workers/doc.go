@@ -12,4 +12,9 @@
 // back from being unhealthy: the process may have restarted and its KV cache
 // with it); its revision is bumped when what it serves or its capacity
 // changes. A decision bound to an older (generation, revision) fails closed.
+//
+// Membership changes at run time (membership.go) never cut a request: Drain
+// takes a worker out of routing, Retire drains it and removes it once idle,
+// Replace swaps in a new incarnation (new generation) while the old one
+// drains, and Update changes models or capacity in place (new revision).
 package workers

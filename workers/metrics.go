@@ -34,6 +34,14 @@ var (
 		"The worker's generation: bumped when it may have lost its state.", []string{"worker"}, nil)
 	telemetryAgeDesc = prometheus.NewDesc("kvgate_worker_telemetry_age_seconds",
 		"Age of the worker's last telemetry sample.", []string{"worker"}, nil)
+	runningDesc = prometheus.NewDesc("kvgate_worker_running",
+		"Requests the worker runs, from its last telemetry sample (summed over ranks).", []string{"worker"}, nil)
+	waitingDesc = prometheus.NewDesc("kvgate_worker_waiting",
+		"Requests waiting in the worker's queue, from its last telemetry sample (summed over ranks).", []string{"worker"}, nil)
+	kvUsageDesc = prometheus.NewDesc("kvgate_worker_kv_usage",
+		"KV cache usage, 0 to 1, of the worker's fullest rank, from its last telemetry sample; absent when unreported.", []string{"worker"}, nil)
+	drainingDesc = prometheus.NewDesc("kvgate_workers_draining",
+		"Workers taking no new requests while their in-flight ones finish: drained, leaving, or the old incarnation of a replaced worker.", nil, nil)
 )
 
 // Describe implements prometheus.Collector.
@@ -43,13 +51,21 @@ func (r *Registry) Describe(ch chan<- *prometheus.Desc) {
 	ch <- circuitDesc
 	ch <- generationDesc
 	ch <- telemetryAgeDesc
+	ch <- runningDesc
+	ch <- waitingDesc
+	ch <- kvUsageDesc
+	ch <- drainingDesc
 	r.Metrics.UpstreamErrors.Describe(ch)
 }
 
 // Collect implements prometheus.Collector.
 func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 	now := r.opts.Now()
+	draining := len(r.Replaced())
 	for _, w := range r.Workers() {
+		if w.Draining() {
+			draining++
+		}
 		healthy := 0.0
 		if w.Healthy() {
 			healthy = 1
@@ -60,7 +76,13 @@ func (r *Registry) Collect(ch chan<- prometheus.Metric) {
 		ch <- prometheus.MustNewConstMetric(generationDesc, prometheus.GaugeValue, float64(w.generation.Load()), w.id)
 		if s, ok := w.Sample(); ok {
 			ch <- prometheus.MustNewConstMetric(telemetryAgeDesc, prometheus.GaugeValue, now.Sub(s.At).Seconds(), w.id)
+			ch <- prometheus.MustNewConstMetric(runningDesc, prometheus.GaugeValue, float64(s.Running), w.id)
+			ch <- prometheus.MustNewConstMetric(waitingDesc, prometheus.GaugeValue, float64(s.Waiting), w.id)
+			if s.KVUsage >= 0 {
+				ch <- prometheus.MustNewConstMetric(kvUsageDesc, prometheus.GaugeValue, s.KVUsage, w.id)
+			}
 		}
 	}
+	ch <- prometheus.MustNewConstMetric(drainingDesc, prometheus.GaugeValue, float64(draining))
 	r.Metrics.UpstreamErrors.Collect(ch)
 }

@@ -43,10 +43,18 @@ type Options struct {
 	// OnSample, when set, is called after each telemetry poll is stored:
 	// the fleet's free capacity may have changed.
 	OnSample func()
+	// Pending, when set, counts the requests routed to a worker that have
+	// not finished (the router's outstanding reservations). A drain before
+	// removal waits for it to reach zero as well as the in-flight count: a
+	// request is routed before it is counted in flight.
+	Pending func(id string) int
 }
 
 // ErrDuplicate is returned by Add for an id already registered.
 var ErrDuplicate = errors.New("worker id already registered")
+
+// ErrClosed is returned by Add (and Replace) once the registry is closed.
+var ErrClosed = errors.New("registry closed")
 
 type entry struct {
 	w      *Worker
@@ -65,6 +73,7 @@ type Registry struct {
 	entries map[string]*entry
 	lastGen map[string]uint64 // survives removal, so a re-added id gets a new generation
 	closed  bool
+	drains  drains // drains before removal (membership.go)
 
 	snapshot atomic.Pointer[[]*Worker]
 	ctx      context.Context
@@ -101,7 +110,7 @@ func (r *Registry) Add(s Spec) (*Worker, error) {
 	r.mu.Lock()
 	defer r.mu.Unlock()
 	if r.closed {
-		return nil, errors.New("registry closed")
+		return nil, ErrClosed
 	}
 	if _, dup := r.entries[s.ID]; dup {
 		return nil, fmt.Errorf("%w: %q", ErrDuplicate, s.ID)
@@ -117,15 +126,21 @@ func (r *Registry) Add(s Spec) (*Worker, error) {
 	r.entries[s.ID] = e
 	r.publishLocked()
 	go r.run(ctx, e)
-	r.opts.Logger.Info("worker added", "worker", s.ID, "url", s.URL, "generation", gen)
+	r.opts.Logger.Info("worker added", "worker", s.ID, "url", s.URL, "generation", gen, "origin", s.Origin)
 	return w, nil
 }
 
 // Remove stops the worker's loops and drops it from the registry at once.
 // Requests already in flight keep their *Worker and finish normally.
-func (r *Registry) Remove(id string) bool {
+func (r *Registry) Remove(id string) bool { return r.remove(id, nil) }
+
+// remove drops id's entry; with want set, only if it is still that entry.
+func (r *Registry) remove(id string, want *entry) bool {
 	r.mu.Lock()
 	e, ok := r.entries[id]
+	if ok && want != nil && e != want {
+		ok = false
+	}
 	if ok {
 		delete(r.entries, id)
 		r.publishLocked()
@@ -230,6 +245,7 @@ func (r *Registry) Close() {
 	for _, e := range entries {
 		<-e.done
 	}
+	r.drains.wg.Wait()
 }
 
 func (r *Registry) publishLocked() {

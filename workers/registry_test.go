@@ -61,10 +61,14 @@ func testRegistry(t *testing.T) *Registry {
 
 func TestWorkerBecomesRoutableAfterItsFirstHealthyCheck(t *testing.T) {
 	sw := newScriptedWorker(t, `{"data":[{"id":"m1"},{"id":"m0"}]}`)
+	sw.healthy.Store(false) // no check can pass yet: the assertions below cannot race the first one
 	r := testRegistry(t)
 	w, err := r.Add(Spec{ID: "a", URL: sw.URL, Engine: EngineVLLM})
 	require.NoError(t, err)
 	assert.False(t, w.Routable(time.Now()), "not routable before a check")
+	time.Sleep(50 * time.Millisecond)
+	assert.False(t, w.Routable(time.Now()), "nor while its checks fail")
+	sw.healthy.Store(true)
 	require.Eventually(t, func() bool { return w.Routable(time.Now()) }, 2*time.Second, 5*time.Millisecond)
 	assert.Equal(t, []string{"m0", "m1"}, w.Models(), "models learned from /v1/models, sorted")
 	assert.Equal(t, ModelServed, r.KnowsModel("m1"))

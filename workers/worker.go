@@ -17,7 +17,18 @@ type Spec struct {
 	Engine     Engine
 	MaxRunning int // capacity hint used when telemetry reports none
 	DPRanks    int
+	// Origin says who registered the worker (OriginConfig, OriginAdmin,
+	// OriginDiscovery), so that each source reconciles only its own.
+	Origin string
 }
+
+// The origins of a worker: each source of membership changes only the
+// workers it registered.
+const (
+	OriginConfig    = "config"
+	OriginAdmin     = "admin"
+	OriginDiscovery = "discovery"
+)
 
 // Identity binds a decision to one incarnation of a worker.
 type Identity struct {
@@ -42,11 +53,13 @@ type Worker struct {
 	baseURL    string // without trailing slash, for joining request paths
 	engine     Engine
 	dpRanks    int
+	origin     string
 	generation atomic.Uint64
 
 	desc     atomic.Pointer[descriptor]
 	healthy  atomic.Bool
 	draining atomic.Bool
+	removing atomic.Bool // draining, and leaves the registry once idle
 	inflight atomic.Int64
 	sample   atomic.Pointer[Sample]
 	// lastComplete is the last sample with every rank, for restart detection.
@@ -69,6 +82,7 @@ func newWorker(s Spec, generation uint64, breaker *Breaker) (*Worker, error) {
 		baseURL: strings.TrimRight(s.URL, "/"),
 		engine:  s.Engine,
 		dpRanks: max(s.DPRanks, 1),
+		origin:  s.Origin,
 		breaker: breaker,
 	}
 	w.generation.Store(generation)
@@ -87,6 +101,9 @@ func (w *Worker) Engine() Engine { return w.engine }
 
 // DPRanks is how many data-parallel ranks the worker reports.
 func (w *Worker) DPRanks() int { return w.dpRanks }
+
+// Origin is who registered the worker (OriginConfig, OriginAdmin, OriginDiscovery).
+func (w *Worker) Origin() string { return w.origin }
 
 // Identity is the worker's current (id, generation, revision).
 func (w *Worker) Identity() Identity {
@@ -110,6 +127,10 @@ func (w *Worker) Draining() bool { return w.draining.Load() }
 
 // Drain stops new requests from reaching the worker; in-flight ones finish.
 func (w *Worker) Drain() { w.draining.Store(true) }
+
+// Removing reports whether the worker is draining to leave the registry
+// (Registry.Retire, or an old incarnation after Registry.Replace).
+func (w *Worker) Removing() bool { return w.removing.Load() }
 
 // Serving reports whether the worker is in service: healthy and not
 // draining. Readiness and the model list follow it; a circuit breaker's
@@ -191,6 +212,33 @@ func (w *Worker) setModels(models []string) {
 		next := *old
 		next.models = slices.Clone(models)
 		next.learned = true
+		next.revision++
+		if w.desc.CompareAndSwap(old, &next) {
+			return
+		}
+	}
+}
+
+// respec applies a changed models list and capacity hint in place, and
+// bumps the revision if what the worker serves or its capacity changed.
+// Empty models: learned from the worker again, the current list kept until
+// its next health check lists them.
+func (w *Worker) respec(models []string, maxRunning int) {
+	for {
+		old := w.desc.Load()
+		next := *old
+		next.maxRunning = maxRunning
+		if len(models) == 0 {
+			next.learned = true
+		} else {
+			next.models, next.learned = slices.Clone(models), false
+		}
+		if slices.Equal(next.models, old.models) && next.maxRunning == old.maxRunning {
+			if next.learned == old.learned || w.desc.CompareAndSwap(old, &next) {
+				return
+			}
+			continue
+		}
 		next.revision++
 		if w.desc.CompareAndSwap(old, &next) {
 			return

@@ -17,6 +17,7 @@ import (
 
 	"github.com/kvgate/kvgate/admission"
 	"github.com/kvgate/kvgate/config"
+	"github.com/kvgate/kvgate/discovery"
 	"github.com/kvgate/kvgate/handlers"
 	"github.com/kvgate/kvgate/routing"
 	"github.com/kvgate/kvgate/workers"
@@ -31,6 +32,13 @@ type app struct {
 	router   *routing.Router
 	gateway  *handlers.Gateway
 	ready    atomic.Bool
+
+	// Dynamic membership (membership.go, reload.go).
+	scheduler  *admission.Scheduler
+	metrics    prometheus.Registerer
+	discovery  *discovery.DNS
+	reloads    <-chan reloadRequest
+	loadConfig func() (config.Config, error)
 }
 
 func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
@@ -59,6 +67,7 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 	if err != nil {
 		return nil, err
 	}
+	a.scheduler, a.metrics = scheduler, promReg
 	a.registry = workers.NewRegistry(workers.Options{
 		Client:             &http.Client{Transport: transport},
 		HealthInterval:     cfg.Health.Interval,
@@ -73,6 +82,7 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 		Logger:             log,
 		OnRemove:           a.router.RemoveWorker,
 		OnSample:           kicker(scheduler),
+		Pending:            a.pending,
 	})
 	a.capacity.Registry = a.registry
 	promReg.MustRegister(collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}), a.registry)
@@ -94,24 +104,35 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 		Ready:           a.ready.Load,
 		Partitions:      resolver,
 		Admission:       scheduler,
+		TelemetryMaxAge: cfg.Telemetry.MaxAge,
 	})
+	a.mountAdmin()
 	for _, w := range cfg.Workers {
-		if _, err := a.registry.Add(workers.Spec{
-			ID: w.ID, URL: w.URL, Models: w.Models, Engine: workers.Engine(w.Engine),
-			MaxRunning: w.MaxRunning, DPRanks: w.DPRanks,
-		}); err != nil {
+		if _, err := a.registry.Add(configSpec(w)); err != nil {
 			a.registry.Close()
 			return nil, err
 		}
+	}
+	if err := a.newDiscovery(); err != nil {
+		a.registry.Close()
+		return nil, err
 	}
 	return a, nil
 }
 
 // serve listens on cfg.Listen and serves until ctx ends, then shuts down
-// gracefully: readiness turns false at once, the listener closes, and
-// in-flight requests (streams too) get up to shutdown_grace to finish.
+// gracefully: readiness turns false at once; for shutdown_delay the gateway
+// goes on serving, so load balancers see /readyz fail and stop sending before
+// connections are refused; then the listener closes, and in-flight requests
+// (streams too) get up to shutdown_grace to finish.
 func (a *app) serve(ctx context.Context, started func(addr string)) error {
 	defer a.registry.Close()
+	defer a.runMembership(ctx)() // stopped before the registry closes
+	// The status page's history samples the fleet while the gateway serves.
+	historyCtx, stopHistory := context.WithCancel(ctx)
+	historyDone := make(chan struct{})
+	go func() { defer close(historyDone); a.gateway.RecordStatusHistory(historyCtx) }()
+	defer func() { stopHistory(); <-historyDone }()
 	ln, err := net.Listen("tcp", a.cfg.Listen)
 	if err != nil {
 		return fmt.Errorf("listen: %w", err)
@@ -135,7 +156,19 @@ func (a *app) serve(ctx context.Context, started func(addr string)) error {
 	case <-ctx.Done():
 	}
 	a.ready.Store(false)
-	a.log.Info("shutting down", "grace", a.cfg.ShutdownGrace)
+	a.log.Info("shutting down", "delay", a.cfg.ShutdownDelay, "grace", a.cfg.ShutdownGrace)
+	if a.cfg.ShutdownDelay > 0 {
+		// Responses now carry Connection: close, so keep-alive clients
+		// reconnect, and find the replicas still ready.
+		srv.SetKeepAlivesEnabled(false)
+		delay := time.NewTimer(a.cfg.ShutdownDelay)
+		select {
+		case err := <-errc:
+			delay.Stop()
+			return err
+		case <-delay.C:
+		}
+	}
 	shutdownCtx, cancel := context.WithTimeout(context.Background(), a.cfg.ShutdownGrace)
 	defer cancel()
 	err = srv.Shutdown(shutdownCtx)
@@ -189,13 +222,7 @@ func policyConfig(c config.Config) routing.PolicyConfig {
 // the fair-share scheduler over the fleet's capacity.
 func (a *app) newAdmission(reg prometheus.Registerer) (*admission.Resolver, *admission.Scheduler, error) {
 	ac := a.cfg.Admission
-	parts := make([]admission.Partition, 0, len(ac.Partitions))
-	for _, p := range ac.Partitions {
-		parts = append(parts, admission.Partition{Name: p.Name, Weight: p.Weight, APIKeys: p.APIKeys})
-	}
-	if len(parts) == 0 {
-		parts = []admission.Partition{{Name: ac.DefaultPartition, Weight: 1}}
-	}
+	parts := admissionPartitions(ac)
 	resolver, err := admission.NewResolver(parts, ac.DefaultPartition, ac.PartitionHeader)
 	if err != nil {
 		return nil, nil, fmt.Errorf("admission: %w", err)
@@ -205,13 +232,7 @@ func (a *app) newAdmission(reg prometheus.Registerer) (*admission.Resolver, *adm
 		return resolver, nil, err
 	}
 	a.capacity = handlers.FleetCapacity{Router: a.router, MaxAge: a.cfg.Telemetry.MaxAge, Now: time.Now}
-	scheduler, err := admission.NewScheduler(admission.Config{
-		Mode:                 mode,
-		Partitions:           parts,
-		DefaultPartition:     ac.DefaultPartition,
-		MaxQueuePerPartition: ac.Queue.MaxPerPartition,
-		QueueTimeout:         ac.Queue.Timeout,
-	}, &a.capacity, nil, reg)
+	scheduler, err := admission.NewScheduler(schedulerConfig(ac, mode, parts), &a.capacity, nil, reg)
 	if err != nil {
 		return nil, nil, fmt.Errorf("admission: %w", err)
 	}

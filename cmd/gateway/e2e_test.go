@@ -242,11 +242,31 @@ func TestHungWorkerIsRetriedElsewhere(t *testing.T) {
 	f := startFleet(t, fleetConfig{workers: 2, timeScale: 0, faults: simserver.Faults{Hang: true},
 		yaml: "upstream:\n  response_header_timeout: 300ms\n"})
 	c := f.client()
-	for range 4 {
+	// Cold requests tie between two idle workers and go to either: send
+	// until one has met the hung worker (each succeeds all the same).
+	hung := `kvgate_upstream_errors_total{kind="timeout",worker="w0"}`
+	for i := 0; i < 16 && !strings.Contains(f.metrics(t), hung); i++ {
 		_, err := c.Chat.Completions.New(t.Context(), chatParams("are you there?", 4))
 		require.NoError(t, err)
 	}
-	m := f.metrics(t)
-	assert.Contains(t, m, `kvgate_upstream_errors_total{kind="timeout",worker="w0"}`)
+	assert.Eventually(t, func() bool { return strings.Contains(f.metrics(t), hung) }, 2*time.Second, 20*time.Millisecond)
 	assert.Eventually(t, func() bool { return f.inflight(t) == 0 }, 5*time.Second, 20*time.Millisecond)
+}
+
+// The workers' telemetry is on /metrics as the gateway last read it:
+// running, waiting and KV usage per worker, for dashboards that do not
+// scrape the engines themselves.
+func TestWorkerTelemetryIsExported(t *testing.T) {
+	f := startFleet(t, fleetConfig{workers: 2})
+	resp, err := http.Post(f.simURL[1]+"/sim/load", "application/json", strings.NewReader(`{"running":5,"waiting":2,"kv_usage":0.25}`))
+	require.NoError(t, err)
+	resp.Body.Close()
+	require.Equal(t, http.StatusOK, resp.StatusCode)
+	assert.Eventually(t, func() bool {
+		m := f.metrics(t)
+		return strings.Contains(m, `kvgate_worker_running{worker="w1"} 5`) &&
+			strings.Contains(m, `kvgate_worker_waiting{worker="w1"} 2`) &&
+			strings.Contains(m, `kvgate_worker_kv_usage{worker="w1"} 0.25`) &&
+			strings.Contains(m, `kvgate_worker_running{worker="w0"} 0`)
+	}, 5*time.Second, 20*time.Millisecond)
 }

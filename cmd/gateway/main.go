@@ -4,6 +4,9 @@
 //	gateway --config kvgate.yaml
 //	gateway --demo                 # four simulated workers in-process
 //	gateway --print-config         # the effective config as YAML
+//
+// SIGHUP reads the config again and applies its workers and partitions
+// (docs/operations-membership.md); SIGTERM and SIGINT shut down gracefully.
 package main
 
 import (
@@ -34,7 +37,7 @@ func main() {
 	}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
-	if err := run(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, nil); err != nil {
+	if err := runGateway(ctx, os.Args[1:], os.Environ(), os.Stdout, os.Stderr, nil, reloadOnSIGHUP(ctx)); err != nil {
 		if !errors.Is(err, pflag.ErrHelp) {
 			fmt.Fprintln(os.Stderr, "kvgate:", err)
 		}
@@ -51,6 +54,13 @@ var errUsage = errors.New("usage")
 // serves until ctx ends; logs go to stderr. When started is non-nil it receives the bound
 // address once the gateway accepts connections.
 func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, started chan<- string) error {
+	return runGateway(ctx, args, environ, stdout, stderr, started, nil)
+}
+
+// runGateway is run that also reads the config again, and applies what it
+// can, on each request from reloads (SIGHUP in main; nil: never).
+func runGateway(ctx context.Context, args, environ []string, stdout, stderr io.Writer, started chan<- string,
+	reloads <-chan reloadRequest) error {
 	fs := pflag.NewFlagSet("gateway", pflag.ContinueOnError)
 	fs.SetOutput(stdout)
 	config.AddFlags(fs)
@@ -92,14 +102,22 @@ func run(ctx context.Context, args, environ []string, stdout, stderr io.Writer, 
 		_, err = stdout.Write(out)
 		return err
 	}
-	if len(cfg.Workers) == 0 {
-		return fmt.Errorf("%w: no workers configured: list them under workers: in --config, or try --demo", errUsage)
+	if len(cfg.Workers) == 0 && cfg.Discovery.DNS.Name == "" {
+		return fmt.Errorf("%w: no workers configured: list them under workers: in --config, set discovery.dns.name, or try --demo", errUsage)
 	}
 	logOut := newBufferedLog(stderr)
 	defer logOut.Close()
 	a, err := newApp(cfg, newLogger(cfg.Log, logOut))
 	if err != nil {
 		return err
+	}
+	a.reloads = reloads
+	a.loadConfig = func() (config.Config, error) {
+		c, err := config.Load(fs, environ)
+		if err == nil && fleet != nil {
+			c.Workers = append(c.Workers, fleet.workers...)
+		}
+		return c, err
 	}
 	return a.serve(ctx, func(addr string) {
 		if fleet != nil {

@@ -1,0 +1,211 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"os/signal"
+	"reflect"
+	"strings"
+	"syscall"
+
+	"github.com/kvgate/kvgate/admission"
+	"github.com/kvgate/kvgate/config"
+	"github.com/kvgate/kvgate/workers"
+)
+
+// reloadRequest asks the running gateway to read its config again; the
+// outcome goes to done when it is set.
+type reloadRequest struct {
+	done chan<- error
+}
+
+// reloadable are the keys a reload applies. Any other key that changed is
+// logged as needing a restart and keeps its running value.
+var reloadable = map[string]bool{
+	"workers":                           true,
+	"admission.partitions":              true,
+	"admission.default_partition":       true,
+	"admission.partition_header":        true,
+	"admission.queue.max_per_partition": true,
+	"admission.queue.timeout":           true,
+}
+
+// reloadOnSIGHUP turns each SIGHUP into a reload request until ctx ends.
+// Signals that arrive while a reload runs coalesce into one more.
+func reloadOnSIGHUP(ctx context.Context) <-chan reloadRequest {
+	hup := make(chan os.Signal, 1)
+	signal.Notify(hup, syscall.SIGHUP)
+	out := make(chan reloadRequest)
+	go func() {
+		defer signal.Stop(hup)
+		for {
+			select {
+			case <-ctx.Done():
+				return
+			case <-hup:
+			}
+			select {
+			case out <- reloadRequest{}:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	return out
+}
+
+// reloadLoop serves reload requests one at a time until ctx ends.
+func (a *app) reloadLoop(ctx context.Context) {
+	running := a.cfg
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case req := <-a.reloads:
+			err := a.reload(&running)
+			if req.done != nil {
+				req.done <- err
+			}
+		}
+	}
+}
+
+// reload reads the config as at startup (file < environment < flags) and,
+// if it is valid, applies its reloadable keys to the running gateway. A bad
+// config changes nothing: the error, which names every bad key, is logged
+// and returned.
+func (a *app) reload(running *config.Config) error {
+	next, err := a.loadConfig()
+	if err != nil {
+		a.log.Error("config reload failed; keeping the running config", "error", err.Error())
+		return err
+	}
+	var restart []string
+	for _, key := range config.ChangedKeys(*running, next) {
+		if !reloadable[key] {
+			restart = append(restart, key)
+		}
+	}
+	applied := *running
+	applied.Workers = next.Workers
+	applied.Admission.Partitions = next.Admission.Partitions
+	applied.Admission.DefaultPartition = next.Admission.DefaultPartition
+	applied.Admission.PartitionHeader = next.Admission.PartitionHeader
+	applied.Admission.Queue = next.Admission.Queue
+	// The new keys must also hold together with the running ones they
+	// leave in place (seeding.partitions must name partitions, say).
+	if err := applied.Validate(); err != nil {
+		err = fmt.Errorf("the reloadable keys do not fit the running config: %w", err)
+		a.log.Error("config reload failed; keeping the running config", "error", err.Error())
+		return err
+	}
+	if len(restart) > 0 {
+		a.log.Warn("config reload: changed keys need a restart and keep their running values", "keys", restart)
+	}
+	if !reflect.DeepEqual(running.Admission, applied.Admission) {
+		if err := a.reloadAdmission(applied.Admission); err != nil {
+			a.log.Error("config reload failed; keeping the running config", "error", err.Error())
+			return err
+		}
+	}
+	a.reconcileWorkers(applied.Workers)
+	a.log.Info("config reloaded", "changed", config.ChangedKeys(*running, applied))
+	*running = applied
+	return nil
+}
+
+// reloadAdmission replaces the partitions, their weights and keys, and the
+// queue limits: the scheduler is reconfigured in place (queues of
+// partitions that stay are kept) and the API key resolver swapped whole.
+// The admission mode itself needs a restart.
+func (a *app) reloadAdmission(ac config.Admission) error {
+	parts := admissionPartitions(ac)
+	resolver, err := admission.NewResolver(parts, ac.DefaultPartition, ac.PartitionHeader)
+	if err != nil {
+		return fmt.Errorf("admission: %w", err)
+	}
+	if a.scheduler != nil {
+		mode, err := admission.ParseMode(a.cfg.Admission.Mode)
+		if err != nil {
+			return err
+		}
+		if err := a.scheduler.Reconfigure(schedulerConfig(ac, mode, parts)); err != nil {
+			return fmt.Errorf("admission: %w", err)
+		}
+	}
+	a.gateway.SetPartitions(resolver)
+	return nil
+}
+
+// admissionPartitions are the configured partitions, or the default one alone.
+func admissionPartitions(ac config.Admission) []admission.Partition {
+	parts := make([]admission.Partition, 0, len(ac.Partitions))
+	for _, p := range ac.Partitions {
+		parts = append(parts, admission.Partition{Name: p.Name, Weight: p.Weight, APIKeys: p.APIKeys})
+	}
+	if len(parts) == 0 {
+		parts = []admission.Partition{{Name: ac.DefaultPartition, Weight: 1}}
+	}
+	return parts
+}
+
+func schedulerConfig(ac config.Admission, mode admission.Mode, parts []admission.Partition) admission.Config {
+	return admission.Config{
+		Mode:                 mode,
+		Partitions:           parts,
+		DefaultPartition:     ac.DefaultPartition,
+		MaxQueuePerPartition: ac.Queue.MaxPerPartition,
+		QueueTimeout:         ac.Queue.Timeout,
+	}
+}
+
+// reconcileWorkers makes the registry's config workers equal to desired:
+// new ones are added (routable after a healthy check), removed ones drained
+// and then removed, one whose URL, engine or dp_ranks changed replaced by a
+// new incarnation (the old drains), and one whose models or max_running
+// changed updated in place. Workers of other origins are never touched.
+func (a *app) reconcileWorkers(desired []config.Worker) {
+	want := make(map[string]bool, len(desired))
+	var added, replaced, updated, draining []string
+	for _, cw := range desired {
+		s := configSpec(cw)
+		want[s.ID] = true
+		cur := a.registry.Get(s.ID)
+		var err error
+		switch {
+		case cur == nil:
+			_, err = a.registry.Add(s)
+			added = append(added, s.ID)
+		case cur.Origin() != workers.OriginConfig:
+			a.log.Warn("config reload: worker id held by a worker of another origin; entry skipped",
+				"worker", s.ID, "origin", cur.Origin())
+		case cur.Removing():
+			_, err = a.registry.Replace(s) // back in the file before its drain ended
+			added = append(added, s.ID)
+		default:
+			switch cur.ChangeTo(s) {
+			case workers.ChangeReplace:
+				_, err = a.registry.Replace(s)
+				replaced = append(replaced, s.ID)
+			case workers.ChangeUpdate:
+				a.registry.Update(s)
+				updated = append(updated, s.ID)
+			}
+		}
+		if err != nil {
+			a.log.Error("config reload: worker not applied", "worker", s.ID, "error", err)
+		}
+	}
+	for _, w := range a.registry.Workers() {
+		if w.Origin() == workers.OriginConfig && !want[w.ID()] && !w.Removing() {
+			if _, ok := a.registry.Retire(w.ID()); ok {
+				draining = append(draining, w.ID())
+			}
+		}
+	}
+	if len(added)+len(replaced)+len(updated)+len(draining) > 0 {
+		a.log.Info("config reload: workers changed", "added", strings.Join(added, ","), "replaced", strings.Join(replaced, ","),
+			"updated", strings.Join(updated, ","), "draining", strings.Join(draining, ","))
+	}
+}

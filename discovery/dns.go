@@ -1,0 +1,285 @@
+package discovery
+
+import (
+	"cmp"
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"net"
+	"net/netip"
+	"slices"
+	"strconv"
+	"strings"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+
+	"github.com/kvgate/kvgate/workers"
+)
+
+// Resolver looks names up; *net.Resolver is one.
+type Resolver interface {
+	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
+	LookupSRV(ctx context.Context, service, proto, name string) (cname string, addrs []*net.SRV, err error)
+}
+
+var _ Resolver = (*net.Resolver)(nil)
+
+// Registry is what discovery changes: *workers.Registry.
+type Registry interface {
+	Workers() []*workers.Worker
+	Add(workers.Spec) (*workers.Worker, error)
+	Replace(workers.Spec) (*workers.Worker, error)
+	Retire(id string) (*workers.Worker, bool)
+}
+
+var _ Registry = (*workers.Registry)(nil)
+
+// Options configure DNS discovery (config discovery.dns).
+type Options struct {
+	// Name is looked up for A and AAAA records, each an address of a worker
+	// on Port; a name starting with "_" is looked up for SRV records, whose
+	// targets are looked up in turn and whose ports are used.
+	Name     string
+	Port     int
+	Interval time.Duration
+	// Scheme of the workers' URLs: "http" (default) or "https".
+	Scheme string
+	// Engine, Models, MaxRunning and DPRanks apply to every worker found.
+	Engine     workers.Engine
+	Models     []string
+	MaxRunning int
+	DPRanks    int
+
+	// Resolver answers the lookups; nil: net.DefaultResolver.
+	Resolver Resolver
+	Logger   *slog.Logger
+	// Metrics registers kvgate_discovery_*; nil: not registered.
+	Metrics prometheus.Registerer
+}
+
+// DNS keeps the registry's discovered workers equal to a name's records.
+type DNS struct {
+	opts    Options
+	reg     Registry
+	lookups *prometheus.CounterVec
+	found   prometheus.Gauge
+	skipped map[string]bool // ids held by workers of another origin, warned about once
+}
+
+// Lookup results, the values of kvgate_discovery_lookups_total{result}.
+const (
+	resultOK    = "ok"
+	resultEmpty = "empty"
+	resultError = "error"
+)
+
+// NewDNS returns a discoverer feeding reg; Run starts it.
+func NewDNS(opts Options, reg Registry) (*DNS, error) {
+	if opts.Name == "" {
+		return nil, errors.New("discovery: no name to look up")
+	}
+	if !srvName(opts.Name) && (opts.Port < 1 || opts.Port > 65535) {
+		return nil, fmt.Errorf("discovery: port %d out of range", opts.Port)
+	}
+	if opts.Interval <= 0 {
+		return nil, errors.New("discovery: interval must be positive")
+	}
+	if opts.Scheme == "" {
+		opts.Scheme = "http"
+	}
+	if opts.Resolver == nil {
+		opts.Resolver = net.DefaultResolver
+	}
+	if opts.Logger == nil {
+		opts.Logger = slog.New(slog.DiscardHandler)
+	}
+	d := &DNS{
+		opts: opts,
+		reg:  reg,
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "kvgate_discovery_lookups_total",
+			Help: "DNS discovery lookups, by result: ok, empty (no record: the workers found before are kept) or error (kept too).",
+		}, []string{"result"}),
+		found: prometheus.NewGauge(prometheus.GaugeOpts{
+			Name: "kvgate_discovery_workers",
+			Help: "Workers the last successful DNS discovery lookup found.",
+		}),
+		skipped: map[string]bool{},
+	}
+	for _, r := range []string{resultOK, resultEmpty, resultError} {
+		d.lookups.WithLabelValues(r)
+	}
+	if opts.Metrics != nil {
+		if err := opts.Metrics.Register(d.lookups); err != nil {
+			return nil, err
+		}
+		if err := opts.Metrics.Register(d.found); err != nil {
+			return nil, err
+		}
+	}
+	return d, nil
+}
+
+// Run looks the name up at once and then every interval until ctx ends.
+func (d *DNS) Run(ctx context.Context) {
+	t := time.NewTicker(d.opts.Interval)
+	defer t.Stop()
+	for {
+		_ = d.Sync(ctx)
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// Sync looks the name up once and reconciles: new addresses are added,
+// vanished ones drained and removed. A failed or empty lookup changes
+// nothing; the error is returned (nil for an empty answer).
+func (d *DNS) Sync(ctx context.Context) error {
+	ctx, cancel := context.WithTimeout(ctx, lookupTimeout(d.opts.Interval))
+	defer cancel()
+	addrs, err := d.lookup(ctx)
+	var dnsErr *net.DNSError
+	switch {
+	case err != nil && errors.As(err, &dnsErr) && dnsErr.IsNotFound, err == nil && len(addrs) == 0:
+		d.lookups.WithLabelValues(resultEmpty).Inc()
+		d.opts.Logger.Warn("discovery: no worker records; keeping the workers found before", "name", d.opts.Name)
+		return nil
+	case err != nil:
+		if ctx.Err() != nil && errors.Is(context.Cause(ctx), context.Canceled) {
+			return err // shutting down: not the lookup's failure
+		}
+		d.lookups.WithLabelValues(resultError).Inc()
+		d.opts.Logger.Warn("discovery: lookup failed; keeping the workers found before", "name", d.opts.Name, "error", err)
+		return err
+	}
+	d.lookups.WithLabelValues(resultOK).Inc()
+	d.found.Set(float64(len(addrs)))
+	d.reconcile(addrs)
+	return nil
+}
+
+// lookupTimeout bounds one lookup: an interval, within [1s, 10s].
+func lookupTimeout(interval time.Duration) time.Duration {
+	return min(max(interval, time.Second), 10*time.Second)
+}
+
+func srvName(name string) bool { return strings.HasPrefix(name, "_") }
+
+// lookup returns the workers' addresses, sorted and without duplicates. An
+// SRV target that fails to resolve fails the whole lookup: a partial answer
+// would drain healthy workers.
+func (d *DNS) lookup(ctx context.Context) ([]netip.AddrPort, error) {
+	var out []netip.AddrPort
+	if srvName(d.opts.Name) {
+		_, srvs, err := d.opts.Resolver.LookupSRV(ctx, "", "", d.opts.Name)
+		if err != nil {
+			return nil, err
+		}
+		for _, srv := range srvs {
+			ips, err := d.opts.Resolver.LookupIPAddr(ctx, srv.Target)
+			if err != nil {
+				// %v: a target missing is a broken answer, not an empty one.
+				return nil, fmt.Errorf("SRV target %s: %v", srv.Target, err)
+			}
+			out = appendAddrs(out, ips, srv.Port)
+		}
+	} else {
+		ips, err := d.opts.Resolver.LookupIPAddr(ctx, d.opts.Name)
+		if err != nil {
+			return nil, err
+		}
+		out = appendAddrs(out, ips, uint16(d.opts.Port))
+	}
+	slices.SortFunc(out, func(a, b netip.AddrPort) int { return a.Compare(b) })
+	return slices.Compact(out), nil
+}
+
+func appendAddrs(out []netip.AddrPort, ips []net.IPAddr, port uint16) []netip.AddrPort {
+	for _, ip := range ips {
+		if a, ok := netip.AddrFromSlice(ip.IP); ok && port != 0 {
+			out = append(out, netip.AddrPortFrom(a.Unmap(), port))
+		}
+	}
+	return out
+}
+
+// ID is the stable id of the worker at addr: "10.0.0.7:8000", or
+// "[fd00::7]:8000" for IPv6 (config.IsDiscoveredID recognizes the form).
+func ID(addr netip.AddrPort) string { return addr.String() }
+
+func (d *DNS) spec(addr netip.AddrPort) workers.Spec {
+	return workers.Spec{
+		ID:         ID(addr),
+		URL:        d.opts.Scheme + "://" + net.JoinHostPort(addr.Addr().String(), strconv.Itoa(int(addr.Port()))),
+		Models:     d.opts.Models,
+		Engine:     d.opts.Engine,
+		MaxRunning: d.opts.MaxRunning,
+		DPRanks:    d.opts.DPRanks,
+		Origin:     workers.OriginDiscovery,
+	}
+}
+
+// reconcile makes the discovered workers equal to addrs.
+func (d *DNS) reconcile(addrs []netip.AddrPort) {
+	current := map[string]*workers.Worker{}
+	for _, w := range d.reg.Workers() {
+		current[w.ID()] = w
+	}
+	want := make(map[string]bool, len(addrs))
+	var added, readmitted, retired []string
+	for _, addr := range addrs {
+		s := d.spec(addr)
+		want[s.ID] = true
+		w := current[s.ID]
+		switch {
+		case w == nil:
+			if _, err := d.reg.Add(s); err != nil {
+				d.opts.Logger.Warn("discovery: could not add worker", "worker", s.ID, "error", err)
+				continue
+			}
+			added = append(added, s.ID)
+		case w.Origin() != workers.OriginDiscovery:
+			if !d.skipped[s.ID] {
+				d.skipped[s.ID] = true
+				d.opts.Logger.Warn("discovery: address skipped: a worker of another origin has its id",
+					"worker", s.ID, "origin", w.Origin())
+			}
+		case w.Removing():
+			// Back before its drain ended: a fresh incarnation, since the
+			// address may now be another pod.
+			if _, err := d.reg.Replace(s); err != nil {
+				d.opts.Logger.Warn("discovery: could not re-add worker", "worker", s.ID, "error", err)
+				continue
+			}
+			readmitted = append(readmitted, s.ID)
+		}
+	}
+	for id := range d.skipped {
+		if !want[id] || current[id] == nil || current[id].Origin() == workers.OriginDiscovery {
+			delete(d.skipped, id)
+		}
+	}
+	ids := make([]string, 0, len(current))
+	for id := range current {
+		ids = append(ids, id)
+	}
+	slices.SortFunc(ids, cmp.Compare)
+	for _, id := range ids {
+		w := current[id]
+		if w.Origin() != workers.OriginDiscovery || want[id] || w.Removing() {
+			continue
+		}
+		if _, ok := d.reg.Retire(id); ok {
+			retired = append(retired, id)
+		}
+	}
+	if len(added)+len(readmitted)+len(retired) > 0 {
+		d.opts.Logger.Info("discovery: workers changed", "name", d.opts.Name,
+			"added", added, "readmitted", readmitted, "draining", retired, "found", len(addrs))
+	}
+}

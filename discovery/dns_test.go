@@ -1,0 +1,272 @@
+package discovery
+
+import (
+	"context"
+	"errors"
+	"net"
+	"net/http"
+	"net/netip"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/prometheus/client_golang/prometheus"
+	"github.com/prometheus/client_golang/prometheus/testutil"
+	"github.com/stretchr/testify/assert"
+	"github.com/stretchr/testify/require"
+
+	"github.com/kvgate/kvgate/config"
+	"github.com/kvgate/kvgate/workers"
+)
+
+// fakeResolver answers from maps the test edits.
+type fakeResolver struct {
+	mu   sync.Mutex
+	ips  map[string][]string
+	srvs map[string][]*net.SRV
+	err  error
+}
+
+func (f *fakeResolver) set(name string, ips ...string) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.ips[name] = ips
+}
+
+func (f *fakeResolver) fail(err error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.err = err
+}
+
+func (f *fakeResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return nil, f.err
+	}
+	ips, ok := f.ips[host]
+	if !ok {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	}
+	out := make([]net.IPAddr, 0, len(ips))
+	for _, s := range ips {
+		out = append(out, net.IPAddr{IP: net.ParseIP(s)})
+	}
+	return out, nil
+}
+
+func (f *fakeResolver) LookupSRV(_ context.Context, _, _, name string) (string, []*net.SRV, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	if f.err != nil {
+		return "", nil, f.err
+	}
+	srvs, ok := f.srvs[name]
+	if !ok {
+		return "", nil, &net.DNSError{Err: "no such host", Name: name, IsNotFound: true}
+	}
+	return name, srvs, nil
+}
+
+// offlineRegistry is a real registry whose checks never leave the process:
+// its workers stay unhealthy, which membership does not care about.
+func offlineRegistry(t *testing.T) *workers.Registry {
+	reg := workers.NewRegistry(workers.Options{
+		Client: &http.Client{Transport: roundTripFunc(func(*http.Request) (*http.Response, error) {
+			return nil, errors.New("offline")
+		})},
+		HealthInterval: time.Hour, HealthTimeout: time.Second, HealthPath: "/health",
+		UnhealthyThreshold: 1, HealthyThreshold: 1,
+	})
+	t.Cleanup(reg.Close)
+	return reg
+}
+
+type roundTripFunc func(*http.Request) (*http.Response, error)
+
+func (f roundTripFunc) RoundTrip(r *http.Request) (*http.Response, error) { return f(r) }
+
+func ids(reg *workers.Registry) []string {
+	var out []string
+	for _, w := range reg.Workers() {
+		out = append(out, w.ID())
+	}
+	return out
+}
+
+func newTestDNS(t *testing.T, opts Options, reg Registry) (*DNS, *prometheus.Registry) {
+	t.Helper()
+	m := prometheus.NewRegistry()
+	opts.Metrics = m
+	d, err := NewDNS(opts, reg)
+	require.NoError(t, err)
+	return d, m
+}
+
+func TestRecordsBecomeWorkersAndVanishedOnesLeave(t *testing.T) {
+	res := &fakeResolver{ips: map[string][]string{}}
+	res.set("vllm.test", "10.0.0.2", "10.0.0.1", "fd00::7", "10.0.0.1")
+	reg := offlineRegistry(t)
+	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res,
+		Engine: workers.EngineVLLM, Models: []string{"llama"}, MaxRunning: 32, DPRanks: 2}, reg)
+
+	require.NoError(t, d.Sync(t.Context()))
+	assert.Equal(t, []string{"10.0.0.1:8000", "10.0.0.2:8000", "[fd00::7]:8000"}, ids(reg), "ids from ip:port, duplicates merged")
+	w := reg.Get("[fd00::7]:8000")
+	require.NotNil(t, w)
+	assert.Equal(t, "http://[fd00::7]:8000", w.URL())
+	assert.Equal(t, workers.OriginDiscovery, w.Origin())
+	assert.Equal(t, workers.EngineVLLM, w.Engine())
+	assert.Equal(t, []string{"llama"}, w.Models())
+	assert.Equal(t, 32, w.MaxRunningHint())
+	assert.Equal(t, 2, w.DPRanks())
+	for _, id := range ids(reg) {
+		assert.True(t, config.IsDiscoveredID(id), "config recognizes %s as a discovered id", id)
+	}
+	gen := reg.Get("10.0.0.1:8000").Identity().Generation
+
+	res.set("vllm.test", "10.0.0.1", "10.0.0.3")
+	held := reg.Get("10.0.0.2:8000").Acquire()
+	require.NoError(t, d.Sync(t.Context()))
+	assert.Equal(t, gen, reg.Get("10.0.0.1:8000").Identity().Generation, "a worker still listed is left alone")
+	require.NotNil(t, reg.Get("10.0.0.3:8000"))
+	leaving := reg.Get("10.0.0.2:8000")
+	require.NotNil(t, leaving, "a vanished worker with a request in flight is drained, not cut")
+	assert.True(t, leaving.Removing())
+	require.Eventually(t, func() bool { return reg.Get("[fd00::7]:8000") == nil }, 2*time.Second, 5*time.Millisecond,
+		"an idle vanished worker leaves")
+	held()
+	require.Eventually(t, func() bool { return reg.Get("10.0.0.2:8000") == nil }, 2*time.Second, 5*time.Millisecond)
+}
+
+func TestFailedOrEmptyLookupsKeepTheWorkers(t *testing.T) {
+	res := &fakeResolver{ips: map[string][]string{}}
+	res.set("vllm.test", "10.0.0.1")
+	reg := offlineRegistry(t)
+	d, m := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res}, reg)
+	require.NoError(t, d.Sync(t.Context()))
+
+	res.fail(&net.DNSError{Err: "server misbehaving", Name: "vllm.test", IsTemporary: true})
+	require.Error(t, d.Sync(t.Context()))
+	res.fail(nil)
+	res.set("vllm.test")
+	require.NoError(t, d.Sync(t.Context()), "no records is news, not an error")
+	delete(res.ips, "vllm.test")
+	require.NoError(t, d.Sync(t.Context()), "NXDOMAIN likewise")
+
+	w := reg.Get("10.0.0.1:8000")
+	require.NotNil(t, w)
+	assert.False(t, w.Draining(), "the last good answer stands")
+	assert.Equal(t, 1.0, testutil.ToFloat64(d.lookups.WithLabelValues("ok")))
+	assert.Equal(t, 1.0, testutil.ToFloat64(d.lookups.WithLabelValues("error")))
+	assert.Equal(t, 2.0, testutil.ToFloat64(d.lookups.WithLabelValues("empty")))
+	n, err := testutil.GatherAndCount(m, "kvgate_discovery_lookups_total", "kvgate_discovery_workers")
+	require.NoError(t, err)
+	assert.Equal(t, 4, n, "three results and the gauge are exported")
+	assert.Equal(t, 1.0, testutil.ToFloat64(d.found))
+}
+
+func TestDiscoveryNeverTouchesOtherWorkers(t *testing.T) {
+	res := &fakeResolver{ips: map[string][]string{}}
+	res.set("vllm.test", "10.0.0.1", "10.0.0.2")
+	reg := offlineRegistry(t)
+	static, err := reg.Add(workers.Spec{ID: "static", URL: "http://10.9.9.9:1", Origin: workers.OriginConfig})
+	require.NoError(t, err)
+	taken, err := reg.Add(workers.Spec{ID: "10.0.0.2:8000", URL: "http://10.9.9.9:2", Origin: workers.OriginAdmin})
+	require.NoError(t, err)
+	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res}, reg)
+
+	require.NoError(t, d.Sync(t.Context()))
+	assert.Equal(t, []string{"10.0.0.1:8000", "10.0.0.2:8000", "static"}, ids(reg))
+	assert.Same(t, taken, reg.Get("10.0.0.2:8000"), "an id held by another origin is skipped")
+
+	res.set("vllm.test", "10.0.0.3")
+	require.NoError(t, d.Sync(t.Context()))
+	require.Eventually(t, func() bool { return reg.Get("10.0.0.1:8000") == nil }, 2*time.Second, 5*time.Millisecond)
+	assert.Same(t, static, reg.Get("static"), "static workers are never removed")
+	assert.Same(t, taken, reg.Get("10.0.0.2:8000"))
+	assert.False(t, static.Draining())
+	assert.False(t, taken.Draining())
+}
+
+func TestAnAddressBackWhileDrainingIsReadmitted(t *testing.T) {
+	res := &fakeResolver{ips: map[string][]string{}}
+	res.set("vllm.test", "10.0.0.1")
+	reg := offlineRegistry(t)
+	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res}, reg)
+	require.NoError(t, d.Sync(t.Context()))
+	old := reg.Get("10.0.0.1:8000")
+	defer old.Acquire()()
+
+	res.set("vllm.test", "10.0.0.2")
+	require.NoError(t, d.Sync(t.Context()))
+	assert.True(t, old.Removing())
+	res.set("vllm.test", "10.0.0.1", "10.0.0.2")
+	require.NoError(t, d.Sync(t.Context()))
+	back := reg.Get("10.0.0.1:8000")
+	require.NotNil(t, back)
+	assert.NotSame(t, old, back)
+	assert.False(t, back.Draining())
+	assert.Greater(t, back.Identity().Generation, old.Identity().Generation, "possibly another pod: a new incarnation")
+
+	admin, ok := reg.Drain("10.0.0.2:8000")
+	require.True(t, ok)
+	require.NoError(t, d.Sync(t.Context()))
+	assert.Same(t, admin, reg.Get("10.0.0.2:8000"))
+	assert.True(t, admin.Draining(), "an operator's drain is not undone by discovery")
+}
+
+func TestSRVRecordsCarryThePorts(t *testing.T) {
+	res := &fakeResolver{ips: map[string][]string{}, srvs: map[string][]*net.SRV{
+		"_http._tcp.vllm.test": {{Target: "pod-a.vllm.test.", Port: 8001}, {Target: "pod-b.vllm.test.", Port: 8002}},
+	}}
+	res.set("pod-a.vllm.test.", "10.0.0.1")
+	res.set("pod-b.vllm.test.", "10.0.0.1", "10.0.0.2")
+	reg := offlineRegistry(t)
+	d, _ := newTestDNS(t, Options{Name: "_http._tcp.vllm.test", Interval: time.Second, Resolver: res, Scheme: "https"}, reg)
+	require.NoError(t, d.Sync(t.Context()))
+	assert.Equal(t, []string{"10.0.0.1:8001", "10.0.0.1:8002", "10.0.0.2:8002"}, ids(reg))
+	assert.Equal(t, "https://10.0.0.1:8001", reg.Get("10.0.0.1:8001").URL())
+
+	delete(res.ips, "pod-b.vllm.test.")
+	require.Error(t, d.Sync(t.Context()), "a target that does not resolve fails the lookup")
+	assert.Len(t, reg.Workers(), 3, "and keeps every worker")
+}
+
+func TestRunLooksUpEveryIntervalUntilCancelled(t *testing.T) {
+	res := &fakeResolver{ips: map[string][]string{}}
+	res.set("vllm.test", "10.0.0.1")
+	reg := offlineRegistry(t)
+	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: 10 * time.Millisecond, Resolver: res}, reg)
+	ctx, cancel := context.WithCancel(t.Context())
+	done := make(chan struct{})
+	go func() {
+		d.Run(ctx)
+		close(done)
+	}()
+	require.Eventually(t, func() bool { return reg.Get("10.0.0.1:8000") != nil }, 2*time.Second, 5*time.Millisecond)
+	res.set("vllm.test", "10.0.0.1", "10.0.0.2")
+	require.Eventually(t, func() bool { return reg.Get("10.0.0.2:8000") != nil }, 2*time.Second, 5*time.Millisecond)
+	cancel()
+	<-done
+}
+
+func TestNewDNSRejectsBadOptions(t *testing.T) {
+	reg := offlineRegistry(t)
+	for _, o := range []Options{
+		{Port: 80, Interval: time.Second},
+		{Name: "vllm.test", Interval: time.Second},
+		{Name: "vllm.test", Port: 80},
+	} {
+		_, err := NewDNS(o, reg)
+		assert.Error(t, err, "%+v", o)
+	}
+	_, err := NewDNS(Options{Name: "_http._tcp.vllm.test", Interval: time.Second}, reg)
+	assert.NoError(t, err, "SRV needs no port")
+}
+
+func TestIDsAreStable(t *testing.T) {
+	assert.Equal(t, "10.0.0.7:8000", ID(netip.MustParseAddrPort("10.0.0.7:8000")))
+	assert.Equal(t, "[fd00::7]:8000", ID(netip.MustParseAddrPort("[fd00::7]:8000")))
+}

@@ -1,0 +1,217 @@
+package workers
+
+import (
+	"fmt"
+	"net/url"
+	"slices"
+	"strings"
+	"sync"
+	"time"
+)
+
+// drainPoll is how often a drain looks whether its worker has gone idle.
+// Polling keeps drain bookkeeping off the request path, where releasing a
+// request stays one atomic add.
+const drainPoll = 20 * time.Millisecond
+
+// drains tracks the goroutines that wait for draining workers to go idle,
+// and the old incarnations of replaced workers still finishing requests.
+type drains struct {
+	wg       sync.WaitGroup // Close waits for every drain
+	replaced []*Worker      // guarded by Registry.mu
+}
+
+// Drain stops new requests from reaching worker id; those in flight finish.
+// The worker stays registered and listed, draining, until it is removed.
+func (r *Registry) Drain(id string) (*Worker, bool) {
+	r.mu.Lock()
+	e := r.entries[id]
+	r.mu.Unlock()
+	if e == nil {
+		return nil, false
+	}
+	if !e.w.draining.Swap(true) {
+		r.opts.Logger.Info("worker draining", "worker", id, "inflight", e.w.Inflight())
+		r.changed()
+	}
+	return e.w, true
+}
+
+// Retire drains worker id and removes it once it is idle: nothing in
+// flight and, with Options.Pending, nothing routed to it either. Removal
+// fires OnRemove, so routing forgets the worker. Retiring a worker already
+// retiring changes nothing; Close ends a pending retirement.
+func (r *Registry) Retire(id string) (*Worker, bool) {
+	r.mu.Lock()
+	e := r.entries[id]
+	if e == nil {
+		r.mu.Unlock()
+		return nil, false
+	}
+	start := !e.w.removing.Swap(true) && !r.closed
+	wasDraining := e.w.draining.Swap(true)
+	if start {
+		r.drains.wg.Add(1)
+	}
+	r.mu.Unlock()
+	if start {
+		r.opts.Logger.Info("worker draining before removal", "worker", id, "inflight", e.w.Inflight())
+		go r.removeWhenIdle(e)
+	}
+	if !wasDraining {
+		r.changed()
+	}
+	return e.w, true
+}
+
+func (r *Registry) removeWhenIdle(e *entry) {
+	defer r.drains.wg.Done()
+	registered := func() bool {
+		r.mu.Lock()
+		defer r.mu.Unlock()
+		return r.entries[e.w.id] == e
+	}
+	if r.awaitIdle(e.w, registered, true) {
+		r.remove(e.w.id, e)
+	}
+}
+
+// awaitIdle waits until w has nothing in flight and, when pending is set,
+// nothing routed to it. It gives up (false) when the registry closes or
+// still() turns false.
+func (r *Registry) awaitIdle(w *Worker, still func() bool, pending bool) bool {
+	t := time.NewTicker(drainPoll)
+	defer t.Stop()
+	for {
+		if !still() {
+			return false
+		}
+		if w.Inflight() == 0 && (!pending || r.opts.Pending == nil || r.opts.Pending(w.id) == 0) {
+			return true
+		}
+		select {
+		case <-r.ctx.Done():
+			return false
+		case <-t.C:
+		}
+	}
+}
+
+// Replace swaps the worker registered under s.ID for a new incarnation built
+// from s, with a new generation: decisions bound to the old one fail closed.
+// The old incarnation leaves routing at once; its requests in flight finish,
+// and it is listed by Replaced until they have. The new one is routable after
+// its first healthy check, like any added worker. Without a worker under
+// s.ID, Replace is Add.
+func (r *Registry) Replace(s Spec) (*Worker, error) {
+	if _, err := url.Parse(s.URL); err != nil {
+		return nil, fmt.Errorf("worker %q: %w", s.ID, err)
+	}
+	r.mu.Lock()
+	if r.closed {
+		r.mu.Unlock()
+		return nil, ErrClosed
+	}
+	old := r.entries[s.ID]
+	if old != nil {
+		delete(r.entries, s.ID)
+		old.w.removing.Store(true)
+		old.w.draining.Store(true)
+		r.drains.replaced = append(r.drains.replaced, old.w)
+		r.drains.wg.Add(1)
+		r.publishLocked()
+	}
+	r.mu.Unlock()
+	if old == nil {
+		return r.Add(s)
+	}
+	old.cancel()
+	<-old.done
+	// The old incarnation's routing state (ownership, reservation records)
+	// goes with it, before the new one can be routed to.
+	if r.opts.OnRemove != nil {
+		r.opts.OnRemove(s.ID)
+	}
+	go r.forgetWhenIdle(old.w)
+	w, err := r.Add(s)
+	if err != nil {
+		r.changed()
+		return nil, err
+	}
+	r.opts.Logger.Info("worker replaced", "worker", s.ID, "url", s.URL,
+		"old_generation", old.w.generation.Load(), "generation", w.generation.Load(), "inflight_on_old", old.w.Inflight())
+	r.changed()
+	return w, nil
+}
+
+func (r *Registry) forgetWhenIdle(w *Worker) {
+	defer r.drains.wg.Done()
+	drained := r.awaitIdle(w, func() bool { return true }, false)
+	r.mu.Lock()
+	r.drains.replaced = slices.DeleteFunc(r.drains.replaced, func(x *Worker) bool { return x == w })
+	r.mu.Unlock()
+	if drained {
+		r.opts.Logger.Info("replaced worker drained", "worker", w.id, "generation", w.generation.Load())
+	}
+}
+
+// Replaced returns the old incarnations of replaced workers that still have
+// requests in flight (draining, never routable).
+func (r *Registry) Replaced() []*Worker {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return slices.Clone(r.drains.replaced)
+}
+
+// Update applies a changed models list and capacity hint to worker s.ID in
+// place: same generation (its cache is intact), a new revision if what it
+// serves or its capacity changed. It reports whether the worker exists.
+func (r *Registry) Update(s Spec) (*Worker, bool) {
+	w := r.Get(s.ID)
+	if w == nil {
+		return nil, false
+	}
+	rev := w.Identity().Revision
+	w.respec(s.Models, s.MaxRunning)
+	if w.Identity().Revision != rev {
+		r.opts.Logger.Info("worker updated", "worker", s.ID, "models", w.Models(), "max_running", s.MaxRunning)
+		r.changed()
+	}
+	return w, true
+}
+
+// Change is what it takes to make a registered worker match a spec.
+type Change int
+
+const (
+	// ChangeNone: the worker already matches.
+	ChangeNone Change = iota
+	// ChangeUpdate in place (Registry.Update): models or max_running differ.
+	ChangeUpdate
+	// ChangeReplace with a new incarnation (Registry.Replace): the URL,
+	// engine or data-parallel size differ, so it is another process or
+	// speaks another protocol.
+	ChangeReplace
+)
+
+// ChangeTo says how w differs from s.
+func (w *Worker) ChangeTo(s Spec) Change {
+	engine := s.Engine
+	if engine == "" {
+		engine = EngineAuto
+	}
+	we := w.engine
+	if we == "" {
+		we = EngineAuto
+	}
+	if strings.TrimRight(s.URL, "/") != w.baseURL || engine != we || max(s.DPRanks, 1) != w.dpRanks {
+		return ChangeReplace
+	}
+	d := w.desc.Load()
+	sameModels := len(s.Models) == 0 && (d.learned || len(d.models) == 0) ||
+		!d.learned && slices.Equal(d.models, s.Models)
+	if !sameModels || s.MaxRunning != d.maxRunning {
+		return ChangeUpdate
+	}
+	return ChangeNone
+}
