@@ -59,7 +59,7 @@ docs: ## regenerate the README's configuration reference from the code
 	$(GO) run ./scripts/readme-reference
 
 FUZZ_TARGETS := \
-	handlers:FuzzParseRequest handlers:FuzzCompletionHandler handlers:FuzzRoutingText \
+	handlers:FuzzParseRequest handlers:FuzzCompletionHandler handlers:FuzzRoutingText handlers:FuzzAdminAddWorker \
 	workers:FuzzParseVLLMMetrics workers:FuzzParseSGLangLoads workers:FuzzParseSGLangGetLoad workers:FuzzParseSGLangMetrics \
 	sim/simserver:FuzzDecodeRequest
 FUZZTIME ?= 30s
