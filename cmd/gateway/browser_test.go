@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"image/png"
-	"io"
 	"net/http"
 	"net/http/httptest"
 	"os"
@@ -229,7 +228,6 @@ func startStatusFleet(t *testing.T) *fleet {
 	id, _ := json.Marshal(hostileWorkerID)
 	fmt.Fprintf(&ws, "  - id: %s\n    url: %s\n    engine: vllm\n", id, stub.URL)
 
-	file := filepath.Join(t.TempDir(), "kvgate.yaml")
 	conf := "listen: 127.0.0.1:0\nshutdown_grace: 5s\nworkers:\n" + ws.String() + `
 health:
   interval: 50ms
@@ -242,21 +240,7 @@ telemetry:
 log:
   level: warn
 `
-	require.NoError(t, os.WriteFile(file, []byte(conf), 0o600))
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan string, 1)
-	f.done, f.stop = make(chan error, 1), cancel
-	go func() { f.done <- run(ctx, []string{"--config", file}, nil, io.Discard, io.Discard, started) }()
-	select {
-	case addr := <-started:
-		f.url = "http://" + addr
-	case err := <-f.done:
-		t.Fatalf("gateway did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-f.done
-	})
+	f.launch(t, conf)
 	require.Eventually(t, func() bool { return everyWorkerHealthy(f.url, 3) }, 5*time.Second, 20*time.Millisecond,
 		"gateway up with every worker healthy")
 	return f

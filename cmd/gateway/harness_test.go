@@ -63,7 +63,6 @@ func startFleet(t *testing.T, fc fleetConfig) *fleet {
 		f.simURL = append(f.simURL, "http://"+addr)
 		fmt.Fprintf(&ws, "  - id: w%d\n    url: http://%s\n    engine: vllm\n    max_running: %d\n", i, addr, slots)
 	}
-	file := filepath.Join(t.TempDir(), "kvgate.yaml")
 	conf := "listen: 127.0.0.1:0\nshutdown_grace: 5s\nworkers:\n" + ws.String() + `
 health:
   interval: 50ms
@@ -79,25 +78,7 @@ retry:
 log:
   level: warn
 ` + fc.yaml
-	require.NoError(t, os.WriteFile(file, []byte(conf), 0o600))
-
-	ctx, cancel := context.WithCancel(context.Background())
-	started := make(chan string, 1)
-	f.done = make(chan error, 1)
-	f.stop = cancel
-	go func() {
-		f.done <- run(ctx, append([]string{"--config", file}, fc.args...), nil, io.Discard, io.Discard, started)
-	}()
-	select {
-	case addr := <-started:
-		f.url = "http://" + addr
-	case err := <-f.done:
-		t.Fatalf("gateway did not start: %v", err)
-	}
-	t.Cleanup(func() {
-		cancel()
-		<-f.done
-	})
+	f.launch(t, conf, fc.args...)
 	require.Eventually(t, func() bool {
 		resp, err := http.Get(f.url + "/readyz")
 		if err != nil {
@@ -107,6 +88,31 @@ log:
 		return resp.StatusCode == 200 && f.allHealthy(t, fc.workers)
 	}, 5*time.Second, 10*time.Millisecond, "gateway ready with every worker healthy")
 	return f
+}
+
+// launch starts the gateway as the binary runs it, on config conf written
+// to a file, and stops it when the test ends.
+func (f *fleet) launch(t *testing.T, conf string, args ...string) {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "kvgate.yaml")
+	require.NoError(t, os.WriteFile(file, []byte(conf), 0o600))
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan string, 1)
+	f.done, f.stop = make(chan error, 1), cancel
+	go func() {
+		f.done <- run(ctx, append([]string{"--config", file}, args...), nil, io.Discard, io.Discard, started)
+	}()
+	select {
+	case addr := <-started:
+		f.url = "http://" + addr
+	case err := <-f.done:
+		cancel()
+		t.Fatalf("gateway did not start: %v", err)
+	}
+	t.Cleanup(func() {
+		cancel()
+		<-f.done
+	})
 }
 
 func (f *fleet) allHealthy(t *testing.T, n int) bool {
