@@ -42,14 +42,16 @@ type Discovery struct {
 // DNSDiscovery turns the address records of one DNS name (a Kubernetes
 // headless Service) into workers, looked up again every interval.
 type DNSDiscovery struct {
-	Name       string        `koanf:"name" doc:"DNS name whose A/AAAA records are workers (a Kubernetes headless Service); a name starting with _ is looked up as SRV, ports from the records; empty = off."`
-	Port       int           `koanf:"port" doc:"Port of the workers found by A/AAAA records (not used with SRV)."`
-	Interval   time.Duration `koanf:"interval" doc:"How often the name is looked up again; a failed or empty lookup keeps the workers found before."`
-	Scheme     string        `koanf:"scheme" doc:"URL scheme of discovered workers: http or https."`
-	Engine     string        `koanf:"engine" doc:"Telemetry format of discovered workers: vllm, sglang or auto."`
-	Models     []string      `koanf:"models" doc:"Models discovered workers serve; empty = learned from each one's /v1/models."`
-	MaxRunning int           `koanf:"max_running" doc:"Batch capacity hint of each discovered worker (as workers[].max_running)."`
-	DPRanks    int           `koanf:"dp_ranks" doc:"Data-parallel ranks each discovered worker reports."`
+	Name        string        `koanf:"name" doc:"DNS name whose A/AAAA records are workers (a Kubernetes headless Service); a name starting with _ is looked up as SRV, ports from the records; empty = off."`
+	Port        int           `koanf:"port" doc:"Port of the workers found by A/AAAA records (not used with SRV)."`
+	Interval    time.Duration `koanf:"interval" doc:"How often the name is looked up again; a failed or empty lookup keeps the workers found before."`
+	Scheme      string        `koanf:"scheme" doc:"URL scheme of discovered workers: http or https."`
+	Engine      string        `koanf:"engine" doc:"Telemetry format of discovered workers: vllm, sglang or auto."`
+	Models      []string      `koanf:"models" doc:"Models discovered workers serve; empty = learned from each one's /v1/models."`
+	MaxRunning  int           `koanf:"max_running" doc:"Batch capacity hint of each discovered worker (as workers[].max_running)."`
+	DPRanks     int           `koanf:"dp_ranks" doc:"Data-parallel ranks each discovered worker reports."`
+	RemoveAfter int           `koanf:"remove_after" doc:"Consecutive successful lookups an address must be missing from before its worker is retired (drained, then removed); 1 = at once. Rides out readiness blips without losing the worker's cache affinity."`
+	IPFamily    string        `koanf:"ip_family" doc:"Address records to use: any (A and AAAA), ipv4 (A) or ipv6 (AAAA). Set ipv4 or ipv6 on dual-stack clusters, where any makes each pod two workers."`
 }
 
 // Auth holds the credentials of the gateway's own operator API.
@@ -182,7 +184,7 @@ func Default() Config {
 	return Config{
 		Listen:        "127.0.0.1:8080",
 		ShutdownGrace: 30 * time.Second,
-		Discovery:     Discovery{DNS: DNSDiscovery{Interval: 5 * time.Second, Scheme: "http", Engine: "auto", DPRanks: 1}},
+		Discovery:     Discovery{DNS: DNSDiscovery{Interval: 5 * time.Second, Scheme: "http", Engine: "auto", DPRanks: 1, RemoveAfter: 3, IPFamily: "any"}},
 		Routing: Routing{
 			Policy:                   "cache_aware",
 			OutputEstimateCap:        1024,

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"net"
 	"reflect"
+	"slices"
 	"strings"
 )
 
@@ -17,6 +18,10 @@ func (c *Config) validateMembership(p *problems) {
 	p.interval("discovery.dns.interval", d.Interval)
 	if d.Scheme != "http" && d.Scheme != "https" {
 		p.add("discovery.dns.scheme", "must be http or https, got %q", d.Scheme)
+	}
+	p.atLeast("discovery.dns.remove_after", d.RemoveAfter, 1)
+	if !slices.Contains(IPFamilies, d.IPFamily) {
+		p.add("discovery.dns.ip_family", "must be one of %s, got %q", strings.Join(IPFamilies, ", "), d.IPFamily)
 	}
 	// A discovered worker obeys the rules of a workers[] entry.
 	for _, e := range ValidateWorker(Worker{ID: "discovered", URL: "http://discovered", Models: d.Models,
@@ -42,6 +47,9 @@ func (c *Config) validateMembership(p *problems) {
 		}
 	}
 }
+
+// IPFamilies are the values of discovery.dns.ip_family.
+var IPFamilies = []string{"any", "ipv4", "ipv6"}
 
 // IsDiscoveredID reports whether id has the form DNS discovery gives its
 // workers: ip:port, IPv6 in brackets ("10.0.0.7:8000", "[fd00::7]:8000").

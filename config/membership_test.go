@@ -38,6 +38,12 @@ func TestMembershipValidation(t *testing.T) {
 		{"empty model", func(c *Config) { c.Discovery.DNS.Models = []string{" "} }, "discovery.dns.models[0]"},
 		{"dp ranks", func(c *Config) { c.Discovery.DNS.DPRanks = 0 }, "discovery.dns.dp_ranks"},
 		{"max running", func(c *Config) { c.Discovery.DNS.MaxRunning = -1 }, "discovery.dns.max_running"},
+		{"remove at once", func(c *Config) { c.Discovery.DNS.RemoveAfter = 1 }, ""},
+		{"remove after zero lookups", func(c *Config) { c.Discovery.DNS.RemoveAfter = 0 }, "discovery.dns.remove_after"},
+		{"ipv4 only", func(c *Config) { c.Discovery.DNS.IPFamily = "ipv4" }, ""},
+		{"ipv6 only", func(c *Config) { c.Discovery.DNS.IPFamily = "ipv6" }, ""},
+		{"ip family", func(c *Config) { c.Discovery.DNS.IPFamily = "ip4" }, "discovery.dns.ip_family"},
+		{"no ip family", func(c *Config) { c.Discovery.DNS.IPFamily = "" }, "discovery.dns.ip_family"},
 		{"static id like a discovered one", func(c *Config) {
 			c.Discovery.DNS.Name, c.Discovery.DNS.Port = "vllm", 8000
 			c.Workers[0].ID = "10.0.0.7:8000"
@@ -88,12 +94,17 @@ discovery:
     interval: 2s
     models: [llama]
     max_running: 64
+    ip_family: ipv4
 `), 0o600))
-	c, err := load(t, []string{"--config", file}, []string{"KVGATE_AUTH__ADMIN_TOKEN=0123456789abcdef"})
+	c, err := load(t, []string{"--config", file}, []string{"KVGATE_AUTH__ADMIN_TOKEN=0123456789abcdef",
+		"KVGATE_DISCOVERY__DNS__REMOVE_AFTER=5"})
 	require.NoError(t, err)
 	d := c.Discovery.DNS
 	assert.Equal(t, DNSDiscovery{Name: "vllm.default.svc.cluster.local", Port: 8000, Interval: 2 * time.Second,
-		Scheme: "http", Engine: "auto", Models: []string{"llama"}, MaxRunning: 64, DPRanks: 1}, d)
+		Scheme: "http", Engine: "auto", Models: []string{"llama"}, MaxRunning: 64, DPRanks: 1,
+		RemoveAfter: 5, IPFamily: "ipv4"}, d)
+	assert.Equal(t, 3, Default().Discovery.DNS.RemoveAfter, "a readiness blip shorter than three lookups keeps the worker")
+	assert.Equal(t, "any", Default().Discovery.DNS.IPFamily)
 	assert.Equal(t, "0123456789abcdef", c.Auth.AdminToken)
 }
 

@@ -18,9 +18,10 @@ import (
 	"github.com/kvgate/kvgate/workers"
 )
 
-// Resolver looks names up; *net.Resolver is one.
+// Resolver looks names up; *net.Resolver is one. LookupNetIP's network is
+// "ip" (A and AAAA), "ip4" (A) or "ip6" (AAAA).
 type Resolver interface {
-	LookupIPAddr(ctx context.Context, host string) ([]net.IPAddr, error)
+	LookupNetIP(ctx context.Context, network, host string) ([]netip.Addr, error)
 	LookupSRV(ctx context.Context, service, proto, name string) (cname string, addrs []*net.SRV, err error)
 }
 
@@ -32,6 +33,7 @@ type Registry interface {
 	Add(workers.Spec) (*workers.Worker, error)
 	Replace(workers.Spec) (*workers.Worker, error)
 	Retire(id string) (*workers.Worker, bool)
+	Restore(id string) (*workers.Worker, bool)
 }
 
 var _ Registry = (*workers.Registry)(nil)
@@ -44,6 +46,17 @@ type Options struct {
 	Name     string
 	Port     int
 	Interval time.Duration
+	// IPFamily picks the address records: "any" or "" (A and AAAA), "ipv4"
+	// (A only) or "ipv6" (AAAA only). In a dual-stack cluster a pod has
+	// both, and "any" would make it two workers: its capacity counted
+	// twice, its prefixes' affinity split between them.
+	IPFamily string
+	// RemoveAfter is how many successful lookups in a row an address must
+	// be missing from before its worker is retired; below 1 counts as 1 (at
+	// once). A pod failing one readiness probe leaves a headless Service's
+	// answer for a moment, and it is most often the busiest one, owner of
+	// the hottest prefixes: retiring it would throw that ownership away.
+	RemoveAfter int
 	// Scheme of the workers' URLs: "http" (default) or "https".
 	Scheme string
 	// Engine, Models, MaxRunning and DPRanks apply to every worker found.
@@ -62,10 +75,18 @@ type Options struct {
 // DNS keeps the registry's discovered workers equal to a name's records.
 type DNS struct {
 	opts    Options
+	network string // LookupNetIP's network for opts.IPFamily
 	reg     Registry
 	lookups *prometheus.CounterVec
 	found   prometheus.Gauge
 	skipped map[string]bool // ids held by workers of another origin, warned about once
+	// missing counts, per discovered worker not yet retiring, the
+	// successful lookups in a row its address was missing from.
+	missing map[string]int
+	// retired holds the workers this discoverer retired, until they are
+	// removed or restored: only those it restores when their address
+	// comes back.
+	retired map[string]*workers.Worker
 }
 
 // Lookup results, the values of kvgate_discovery_lookups_total{result}.
@@ -86,6 +107,11 @@ func NewDNS(opts Options, reg Registry) (*DNS, error) {
 	if opts.Interval <= 0 {
 		return nil, errors.New("discovery: interval must be positive")
 	}
+	network, ok := networks[opts.IPFamily]
+	if !ok {
+		return nil, fmt.Errorf("discovery: ip family %q is not any, ipv4 or ipv6", opts.IPFamily)
+	}
+	opts.RemoveAfter = max(opts.RemoveAfter, 1)
 	if opts.Scheme == "" {
 		opts.Scheme = "http"
 	}
@@ -96,8 +122,9 @@ func NewDNS(opts Options, reg Registry) (*DNS, error) {
 		opts.Logger = slog.New(slog.DiscardHandler)
 	}
 	d := &DNS{
-		opts: opts,
-		reg:  reg,
+		opts:    opts,
+		network: network,
+		reg:     reg,
 		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvgate_discovery_lookups_total",
 			Help: "DNS discovery lookups, by result: ok, empty (no record: the workers found before are kept) or error (kept too).",
@@ -107,6 +134,8 @@ func NewDNS(opts Options, reg Registry) (*DNS, error) {
 			Help: "Workers the last successful DNS discovery lookup found.",
 		}),
 		skipped: map[string]bool{},
+		missing: map[string]int{},
+		retired: map[string]*workers.Worker{},
 	}
 	for _, r := range []string{resultOK, resultEmpty, resultError} {
 		d.lookups.WithLabelValues(r)
@@ -122,8 +151,13 @@ func NewDNS(opts Options, reg Registry) (*DNS, error) {
 	return d, nil
 }
 
+// networks maps Options.IPFamily to the network of Resolver.LookupNetIP.
+var networks = map[string]string{"": "ip", "any": "ip", "ipv4": "ip4", "ipv6": "ip6"}
+
 // Run looks the name up at once and then every interval until ctx ends.
 func (d *DNS) Run(ctx context.Context) {
+	d.opts.Logger.Info("discovery: looking up workers", "name", d.opts.Name, "interval", d.opts.Interval,
+		"ip_family", cmp.Or(d.opts.IPFamily, "any"), "remove_after", d.opts.RemoveAfter)
 	t := time.NewTicker(d.opts.Interval)
 	defer t.Stop()
 	for {
@@ -137,8 +171,10 @@ func (d *DNS) Run(ctx context.Context) {
 }
 
 // Sync looks the name up once and reconciles: new addresses are added,
-// vanished ones drained and removed. A failed or empty lookup changes
-// nothing; the error is returned (nil for an empty answer).
+// those missing from RemoveAfter answers in a row drained and removed, and
+// those back before their drain ended restored. A failed or empty lookup
+// changes nothing and counts for nothing; the error is returned (nil for an
+// empty answer).
 func (d *DNS) Sync(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout(d.opts.Interval))
 	defer cancel()
@@ -181,7 +217,7 @@ func (d *DNS) lookup(ctx context.Context) ([]netip.AddrPort, error) {
 			return nil, err
 		}
 		for _, srv := range srvs {
-			ips, err := d.opts.Resolver.LookupIPAddr(ctx, srv.Target)
+			ips, err := d.opts.Resolver.LookupNetIP(ctx, d.network, srv.Target)
 			if err != nil {
 				// %v: a target missing is a broken answer, not an empty one.
 				return nil, fmt.Errorf("SRV target %s: %v", srv.Target, err)
@@ -189,7 +225,7 @@ func (d *DNS) lookup(ctx context.Context) ([]netip.AddrPort, error) {
 			out = appendAddrs(out, ips, srv.Port)
 		}
 	} else {
-		ips, err := d.opts.Resolver.LookupIPAddr(ctx, d.opts.Name)
+		ips, err := d.opts.Resolver.LookupNetIP(ctx, d.network, d.opts.Name)
 		if err != nil {
 			return nil, err
 		}
@@ -199,10 +235,11 @@ func (d *DNS) lookup(ctx context.Context) ([]netip.AddrPort, error) {
 	return slices.Compact(out), nil
 }
 
-func appendAddrs(out []netip.AddrPort, ips []net.IPAddr, port uint16) []netip.AddrPort {
+func appendAddrs(out []netip.AddrPort, ips []netip.Addr, port uint16) []netip.AddrPort {
 	for _, ip := range ips {
-		if a, ok := netip.AddrFromSlice(ip.IP); ok && port != 0 {
-			out = append(out, netip.AddrPortFrom(a.Unmap(), port))
+		if ip.IsValid() && port != 0 {
+			// Unmap: net.Resolver may answer an A record as ::ffff:a.b.c.d.
+			out = append(out, netip.AddrPortFrom(ip.Unmap().WithZone(""), port))
 		}
 	}
 	return out
@@ -224,14 +261,16 @@ func (d *DNS) spec(addr netip.AddrPort) workers.Spec {
 	}
 }
 
-// reconcile makes the discovered workers equal to addrs.
+// reconcile makes the discovered workers equal to addrs, with hysteresis:
+// a worker leaves after RemoveAfter answers in a row without its address,
+// and one back while it drains is restored rather than re-added.
 func (d *DNS) reconcile(addrs []netip.AddrPort) {
 	current := map[string]*workers.Worker{}
 	for _, w := range d.reg.Workers() {
 		current[w.ID()] = w
 	}
 	want := make(map[string]bool, len(addrs))
-	var added, readmitted, retired []string
+	var added, restored, readmitted, retired []string
 	for _, addr := range addrs {
 		s := d.spec(addr)
 		want[s.ID] = true
@@ -250,12 +289,25 @@ func (d *DNS) reconcile(addrs []netip.AddrPort) {
 					"worker", s.ID, "origin", w.Origin())
 			}
 		case w.Removing():
-			// Back before its drain ended: a fresh incarnation, since the
-			// address may now be another pod.
+			// Back before its drain ended. One this discoverer retired, with
+			// the same spec, is the same pod back from a readiness blip: keep
+			// it, and its generation and prefix ownership. (Another pod that
+			// took over the address shows as a restarted engine: its cache
+			// counters go backwards, and that bumps the generation.)
+			if d.retired[s.ID] == w && w.ChangeTo(s) == workers.ChangeNone {
+				if _, ok := d.reg.Restore(s.ID); ok {
+					delete(d.retired, s.ID)
+					restored = append(restored, s.ID)
+					continue
+				}
+			}
+			// Retired by someone else, or removed since the snapshot: a
+			// fresh incarnation (Replace adds one when none is left).
 			if _, err := d.reg.Replace(s); err != nil {
 				d.opts.Logger.Warn("discovery: could not re-add worker", "worker", s.ID, "error", err)
 				continue
 			}
+			delete(d.retired, s.ID)
 			readmitted = append(readmitted, s.ID)
 		}
 	}
@@ -264,22 +316,43 @@ func (d *DNS) reconcile(addrs []netip.AddrPort) {
 			delete(d.skipped, id)
 		}
 	}
+	for id, w := range d.retired {
+		if current[id] != w {
+			delete(d.retired, id) // removed, or replaced: nothing left to restore
+		}
+	}
+	for id := range d.missing {
+		if w := current[id]; want[id] || w == nil || w.Origin() != workers.OriginDiscovery || w.Removing() {
+			delete(d.missing, id)
+		}
+	}
 	ids := make([]string, 0, len(current))
 	for id := range current {
 		ids = append(ids, id)
 	}
 	slices.SortFunc(ids, cmp.Compare)
+	var missing []string
 	for _, id := range ids {
 		w := current[id]
 		if w.Origin() != workers.OriginDiscovery || want[id] || w.Removing() {
 			continue
 		}
+		if d.missing[id]++; d.missing[id] < d.opts.RemoveAfter {
+			missing = append(missing, id)
+			continue
+		}
+		delete(d.missing, id)
 		if _, ok := d.reg.Retire(id); ok {
+			d.retired[id] = w
 			retired = append(retired, id)
 		}
 	}
-	if len(added)+len(readmitted)+len(retired) > 0 {
+	if len(added)+len(restored)+len(readmitted)+len(retired) > 0 {
 		d.opts.Logger.Info("discovery: workers changed", "name", d.opts.Name,
-			"added", added, "readmitted", readmitted, "draining", retired, "found", len(addrs))
+			"added", added, "restored", restored, "readmitted", readmitted, "draining", retired, "found", len(addrs))
+	}
+	if len(missing) > 0 {
+		d.opts.Logger.Info("discovery: workers missing from the answer, kept for now", "name", d.opts.Name,
+			"workers", missing, "remove_after", d.opts.RemoveAfter)
 	}
 }

@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"strconv"
 	"sync"
 	"testing"
 	"time"
@@ -21,10 +22,11 @@ import (
 
 // fakeResolver answers from maps the test edits.
 type fakeResolver struct {
-	mu   sync.Mutex
-	ips  map[string][]string
-	srvs map[string][]*net.SRV
-	err  error
+	mu       sync.Mutex
+	ips      map[string][]string
+	srvs     map[string][]*net.SRV
+	err      error
+	networks []string // of each LookupNetIP
 }
 
 func (f *fakeResolver) set(name string, ips ...string) {
@@ -39,19 +41,24 @@ func (f *fakeResolver) fail(err error) {
 	f.err = err
 }
 
-func (f *fakeResolver) LookupIPAddr(_ context.Context, host string) ([]net.IPAddr, error) {
+// LookupNetIP answers as net.Resolver does: network "ip4" keeps the IPv4
+// addresses, "ip6" the IPv6 ones, "ip" both; none left is "no such host".
+func (f *fakeResolver) LookupNetIP(_ context.Context, network, host string) ([]netip.Addr, error) {
 	f.mu.Lock()
 	defer f.mu.Unlock()
+	f.networks = append(f.networks, network)
 	if f.err != nil {
 		return nil, f.err
 	}
-	ips, ok := f.ips[host]
-	if !ok {
-		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
+	var out []netip.Addr
+	for _, s := range f.ips[host] {
+		a := netip.MustParseAddr(s)
+		if network == "ip" || network == "ip4" && a.Is4() || network == "ip6" && a.Is6() {
+			out = append(out, a)
+		}
 	}
-	out := make([]net.IPAddr, 0, len(ips))
-	for _, s := range ips {
-		out = append(out, net.IPAddr{IP: net.ParseIP(s)})
+	if len(out) == 0 {
+		return nil, &net.DNSError{Err: "no such host", Name: host, IsNotFound: true}
 	}
 	return out, nil
 }
@@ -109,7 +116,7 @@ func TestRecordsBecomeWorkersAndVanishedOnesLeave(t *testing.T) {
 	res.set("vllm.test", "10.0.0.2", "10.0.0.1", "fd00::7", "10.0.0.1")
 	reg := offlineRegistry(t)
 	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res,
-		Engine: workers.EngineVLLM, Models: []string{"llama"}, MaxRunning: 32, DPRanks: 2}, reg)
+		Engine: workers.EngineVLLM, Models: []string{"llama"}, MaxRunning: 32, DPRanks: 2, RemoveAfter: 1}, reg)
 
 	require.NoError(t, d.Sync(t.Context()))
 	assert.Equal(t, []string{"10.0.0.1:8000", "10.0.0.2:8000", "[fd00::7]:8000"}, ids(reg), "ids from ip:port, duplicates merged")
@@ -175,7 +182,7 @@ func TestDiscoveryNeverTouchesOtherWorkers(t *testing.T) {
 	require.NoError(t, err)
 	taken, err := reg.Add(workers.Spec{ID: "10.0.0.2:8000", URL: "http://10.9.9.9:2", Origin: workers.OriginAdmin})
 	require.NoError(t, err)
-	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res}, reg)
+	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res, RemoveAfter: 1}, reg)
 
 	require.NoError(t, d.Sync(t.Context()))
 	assert.Equal(t, []string{"10.0.0.1:8000", "10.0.0.2:8000", "static"}, ids(reg))
@@ -190,31 +197,175 @@ func TestDiscoveryNeverTouchesOtherWorkers(t *testing.T) {
 	assert.False(t, taken.Draining())
 }
 
-func TestAnAddressBackWhileDrainingIsReadmitted(t *testing.T) {
+// syncMissing runs n lookups that find only found.
+func syncMissing(t *testing.T, d *DNS, res *fakeResolver, n int, found ...string) {
+	t.Helper()
+	res.set("vllm.test", found...)
+	for range n {
+		require.NoError(t, d.Sync(t.Context()))
+	}
+}
+
+// A pod failing a readiness probe leaves a headless Service's answer for a
+// lookup or two; its worker, often the busiest owner of hot prefixes, stays.
+func TestABriefAbsenceKeepsTheWorker(t *testing.T) {
 	res := &fakeResolver{ips: map[string][]string{}}
-	res.set("vllm.test", "10.0.0.1")
+	reg := offlineRegistry(t)
+	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res, RemoveAfter: 3}, reg)
+	syncMissing(t, d, res, 1, "10.0.0.1", "10.0.0.2")
+	w := reg.Get("10.0.0.1:8000")
+	require.NotNil(t, w)
+	gen := w.Identity().Generation
+
+	for _, missing := range []int{1, 2, 2} {
+		for range missing {
+			syncMissing(t, d, res, 1, "10.0.0.2")
+			assert.False(t, w.Draining(), "missing %d lookups of 3: not drained", missing)
+		}
+		syncMissing(t, d, res, 1, "10.0.0.1", "10.0.0.2")
+		assert.Same(t, w, reg.Get("10.0.0.1:8000"), "back after %d lookups: the same worker", missing)
+		assert.Equal(t, gen, w.Identity().Generation)
+		assert.False(t, w.Draining())
+		assert.False(t, w.Removing())
+	}
+	// 1, 2 and 2 lookups missing add up to more than 3: only a run counts.
+}
+
+func TestAnAddressMissingRemoveAfterLookupsLeaves(t *testing.T) {
+	res := &fakeResolver{ips: map[string][]string{}}
+	reg := offlineRegistry(t)
+	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res, RemoveAfter: 3}, reg)
+	syncMissing(t, d, res, 1, "10.0.0.1", "10.0.0.2")
+	w := reg.Get("10.0.0.1:8000")
+	require.NotNil(t, w)
+
+	syncMissing(t, d, res, 2, "10.0.0.2")
+	assert.False(t, w.Draining(), "two lookups of three")
+	res.set("vllm.test")
+	require.NoError(t, d.Sync(t.Context()))
+	res.fail(errors.New("SERVFAIL"))
+	require.Error(t, d.Sync(t.Context()))
+	res.fail(nil)
+	assert.False(t, w.Draining(), "an empty or failed lookup is no answer: it does not count")
+
+	held := w.Acquire()
+	syncMissing(t, d, res, 1, "10.0.0.2")
+	assert.True(t, w.Draining(), "the third answer without it retires it")
+	assert.True(t, w.Removing())
+	assert.Same(t, w, reg.Get("10.0.0.1:8000"), "drained first: its request runs on")
+	held()
+	require.Eventually(t, func() bool { return reg.Get("10.0.0.1:8000") == nil }, 2*time.Second, 5*time.Millisecond,
+		"then removed")
+	assert.NotNil(t, reg.Get("10.0.0.2:8000"))
+}
+
+// A worker whose address comes back while it drains is restored: same
+// worker, same generation, routable again; its drain is not undone when an
+// operator asked for it.
+func TestAWorkerBackWhileRetiringIsRestored(t *testing.T) {
+	e1, e2 := startEngine(t, true), startEngine(t, true)
+	id := func(e *engine) string { return "127.0.0.1:" + strconv.Itoa(int(e.port(t))) }
+	srv := func(e *engine) *net.SRV { return &net.SRV{Target: "pod.vllm.test.", Port: e.port(t)} }
+	res := &fakeResolver{ips: map[string][]string{"pod.vllm.test.": {"127.0.0.1"}}, srvs: map[string][]*net.SRV{}}
+	setSRV := func(srvs ...*net.SRV) {
+		res.mu.Lock()
+		defer res.mu.Unlock()
+		res.srvs["_http._tcp.vllm.test"] = srvs
+	}
+	setSRV(srv(e1), srv(e2))
+	reg := liveRegistry(t)
+	d, _ := newTestDNS(t, Options{Name: "_http._tcp.vllm.test", Interval: time.Second, Resolver: res,
+		Models: []string{"m"}, RemoveAfter: 2}, reg)
+	require.NoError(t, d.Sync(t.Context()))
+	require.Eventually(t, func() bool { return routable(reg, id(e1)) && routable(reg, id(e2)) }, 5*time.Second, 5*time.Millisecond)
+	w := reg.Get(id(e1))
+	gen := w.Identity().Generation
+	held := w.Acquire()
+
+	setSRV(srv(e2))
+	require.NoError(t, d.Sync(t.Context()))
+	require.NoError(t, d.Sync(t.Context()))
+	require.True(t, w.Removing(), "retiring, its request still running")
+	assert.False(t, w.Routable(time.Now()))
+
+	setSRV(srv(e1), srv(e2))
+	require.NoError(t, d.Sync(t.Context()))
+	assert.Same(t, w, reg.Get(id(e1)), "restored, not replaced")
+	assert.Equal(t, gen, w.Identity().Generation, "its generation, and so its prefix ownership, stand")
+	assert.False(t, w.Draining())
+	assert.False(t, w.Removing())
+	assert.True(t, w.Routable(time.Now()), "healthy all along: routable again")
+	held()
+	time.Sleep(100 * time.Millisecond)
+	assert.Same(t, w, reg.Get(id(e1)), "the cancelled retirement removes nothing")
+
+	// An operator's drain outlives a retirement and its restoration.
+	drained, ok := reg.Drain(id(e2))
+	require.True(t, ok)
+	require.NoError(t, d.Sync(t.Context()))
+	assert.True(t, drained.Draining(), "an operator's drain is not undone by discovery")
+	defer drained.Acquire()()
+	setSRV(srv(e1))
+	require.NoError(t, d.Sync(t.Context()))
+	require.NoError(t, d.Sync(t.Context()))
+	require.True(t, drained.Removing())
+	setSRV(srv(e1), srv(e2))
+	require.NoError(t, d.Sync(t.Context()))
+	assert.Same(t, drained, reg.Get(id(e2)))
+	assert.False(t, drained.Removing(), "its retirement is taken back")
+	assert.True(t, drained.Draining(), "its drain is not")
+}
+
+// A discovered worker retiring for another reason than discovery's own is
+// not discovery's to restore: its address back makes a fresh incarnation.
+func TestAWorkerRetiredByAnotherIsReplaced(t *testing.T) {
+	res := &fakeResolver{ips: map[string][]string{}}
 	reg := offlineRegistry(t)
 	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res}, reg)
-	require.NoError(t, d.Sync(t.Context()))
+	syncMissing(t, d, res, 1, "10.0.0.1")
 	old := reg.Get("10.0.0.1:8000")
 	defer old.Acquire()()
+	_, ok := reg.Retire("10.0.0.1:8000")
+	require.True(t, ok)
 
-	res.set("vllm.test", "10.0.0.2")
-	require.NoError(t, d.Sync(t.Context()))
-	assert.True(t, old.Removing())
-	res.set("vllm.test", "10.0.0.1", "10.0.0.2")
 	require.NoError(t, d.Sync(t.Context()))
 	back := reg.Get("10.0.0.1:8000")
 	require.NotNil(t, back)
 	assert.NotSame(t, old, back)
 	assert.False(t, back.Draining())
-	assert.Greater(t, back.Identity().Generation, old.Identity().Generation, "possibly another pod: a new incarnation")
+	assert.Greater(t, back.Identity().Generation, old.Identity().Generation, "a new incarnation")
+}
 
-	admin, ok := reg.Drain("10.0.0.2:8000")
-	require.True(t, ok)
-	require.NoError(t, d.Sync(t.Context()))
-	assert.Same(t, admin, reg.Get("10.0.0.2:8000"))
-	assert.True(t, admin.Draining(), "an operator's drain is not undone by discovery")
+func TestIPFamilyPicksTheRecords(t *testing.T) {
+	tests := []struct {
+		family  string
+		network string
+		want    []string
+	}{
+		{"", "ip", []string{"10.0.0.1:8000", "[fd00::1]:8000"}},
+		{"any", "ip", []string{"10.0.0.1:8000", "[fd00::1]:8000"}},
+		{"ipv4", "ip4", []string{"10.0.0.1:8000"}},
+		{"ipv6", "ip6", []string{"[fd00::1]:8000"}},
+	}
+	for _, tt := range tests {
+		t.Run(tt.family, func(t *testing.T) {
+			res := &fakeResolver{ips: map[string][]string{}, srvs: map[string][]*net.SRV{
+				"_http._tcp.vllm.test": {{Target: "pod-a.vllm.test.", Port: 8000}},
+			}}
+			res.set("vllm.test", "10.0.0.1", "fd00::1") // a dual-stack pod
+			res.set("pod-a.vllm.test.", "10.0.0.1", "fd00::1")
+			reg := offlineRegistry(t)
+			d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res, IPFamily: tt.family}, reg)
+			require.NoError(t, d.Sync(t.Context()))
+			assert.Equal(t, tt.want, ids(reg), "A/AAAA")
+
+			srvReg := offlineRegistry(t)
+			d, _ = newTestDNS(t, Options{Name: "_http._tcp.vllm.test", Interval: time.Second, Resolver: res, IPFamily: tt.family}, srvReg)
+			require.NoError(t, d.Sync(t.Context()))
+			assert.Equal(t, tt.want, ids(srvReg), "SRV targets")
+			assert.Equal(t, []string{tt.network, tt.network}, res.networks, "what the resolver was asked for")
+		})
+	}
 }
 
 func TestSRVRecordsCarryThePorts(t *testing.T) {
@@ -258,12 +409,14 @@ func TestNewDNSRejectsBadOptions(t *testing.T) {
 		{Port: 80, Interval: time.Second},
 		{Name: "vllm.test", Interval: time.Second},
 		{Name: "vllm.test", Port: 80},
+		{Name: "vllm.test", Port: 80, Interval: time.Second, IPFamily: "ip4"},
 	} {
 		_, err := NewDNS(o, reg)
 		assert.Error(t, err, "%+v", o)
 	}
-	_, err := NewDNS(Options{Name: "_http._tcp.vllm.test", Interval: time.Second}, reg)
+	d, err := NewDNS(Options{Name: "_http._tcp.vllm.test", Interval: time.Second}, reg)
 	assert.NoError(t, err, "SRV needs no port")
+	assert.Equal(t, 1, d.opts.RemoveAfter, "no remove_after: at the first answer without the address")
 }
 
 func TestIDsAreStable(t *testing.T) {

@@ -34,13 +34,15 @@ type dnsServer struct {
 	srv     map[string][]net.SRV
 	fail    bool
 	queries atomic.Int64
+	asked   map[dnsmessage.Type]int // questions by record type
 }
 
 func startDNSServer(t *testing.T) *dnsServer {
 	t.Helper()
 	conn, err := net.ListenPacket("udp", "127.0.0.1:0")
 	require.NoError(t, err)
-	s := &dnsServer{conn: conn, done: make(chan struct{}), a: map[string][]netip.Addr{}, srv: map[string][]net.SRV{}}
+	s := &dnsServer{conn: conn, done: make(chan struct{}), a: map[string][]netip.Addr{}, srv: map[string][]net.SRV{},
+		asked: map[dnsmessage.Type]int{}}
 	go s.serve()
 	t.Cleanup(func() {
 		conn.Close()
@@ -70,6 +72,12 @@ func (s *dnsServer) setSRV(name string, srvs ...net.SRV) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	s.srv[name] = srvs
+}
+
+func (s *dnsServer) questions(t dnsmessage.Type) int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.asked[t]
 }
 
 func (s *dnsServer) setFail(fail bool) {
@@ -106,6 +114,7 @@ func (s *dnsServer) answer(msg []byte) ([]byte, error) {
 	name := strings.ToLower(q.Name.String())
 	s.mu.Lock()
 	defer s.mu.Unlock()
+	s.asked[q.Type]++
 	addrs, knownA := s.a[name]
 	srvs, knownSRV := s.srv[name]
 	rh := dnsmessage.Header{ID: h.ID, Response: true, Authoritative: true, RecursionDesired: h.RecursionDesired, RecursionAvailable: true}
@@ -271,4 +280,31 @@ func TestDNSServerAddressRecords(t *testing.T) {
 	var dnsErr *net.DNSError
 	assert.True(t, errors.As(err, &dnsErr), "a resolver error: %v", err)
 	assert.Equal(t, []string{id}, ids(reg))
+}
+
+// ip_family through a real DNS exchange: a dual-stack name, asked for A
+// records only, gives one worker, and no AAAA question is sent. (The
+// registry is offline: nothing is sent to ::1.)
+func TestDNSServerIPFamily(t *testing.T) {
+	for _, tt := range []struct {
+		family string
+		want   []string
+		aaaa   bool
+	}{
+		{"any", []string{"127.0.0.1:8000", "[::1]:8000"}, true},
+		{"ipv4", []string{"127.0.0.1:8000"}, false},
+		{"ipv6", []string{"[::1]:8000"}, true},
+	} {
+		t.Run(tt.family, func(t *testing.T) {
+			dns := startDNSServer(t)
+			dns.setA("vllm.kvgate.test.", "127.0.0.1", "::1")
+			reg := offlineRegistry(t)
+			d, _ := newTestDNS(t, Options{Name: "vllm.kvgate.test.", Port: 8000, Interval: time.Second,
+				Resolver: dns.resolver(), IPFamily: tt.family}, reg)
+			require.NoError(t, d.Sync(t.Context()))
+			assert.Equal(t, tt.want, ids(reg))
+			assert.Equal(t, tt.aaaa, dns.questions(dnsmessage.TypeAAAA) > 0, "AAAA asked")
+			assert.Equal(t, tt.family != "ipv6", dns.questions(dnsmessage.TypeA) > 0, "A asked")
+		})
+	}
 }

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"io"
 	"log/slog"
+	"mime"
 	"net"
 	"net/http"
 	"net/url"
@@ -60,6 +61,7 @@ type admin struct {
 	opts  AdminOptions
 	token *[sha256.Size]byte // digest of the token; nil: no token
 	open  bool               // no token, loopback listener
+	csrf  *http.CrossOriginProtection
 }
 
 // NewAdmin returns the admin API, to mount at /admin:
@@ -76,7 +78,7 @@ func NewAdmin(opts AdminOptions) http.Handler {
 	if opts.Now == nil {
 		opts.Now = time.Now
 	}
-	a := &admin{opts: opts}
+	a := &admin{opts: opts, csrf: http.NewCrossOriginProtection()}
 	if opts.Token != "" {
 		d := sha256.Sum256([]byte(opts.Token))
 		a.token = &d
@@ -111,22 +113,50 @@ func loopbackListen(listen string) bool {
 
 // authorize admits requests with the admin token, compared in constant time
 // (as digests, so neither its bytes nor its length leak through timing).
+// Without a token the API is open on a loopback listener, and then a web
+// page the operator visits is the threat: a cross-site request (the
+// browser's Sec-Fetch-Site or Origin says so) is refused, and so is any
+// Host that is not a loopback name, which a DNS-rebinding page would send.
+// Cross-site requests are refused with a token too: browsers send none
+// cross-site, and nothing legitimate comes that way.
 func (a *admin) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := a.csrf.Check(r); err != nil {
+			writeError(w, errAdminCrossOrigin())
+			return
+		}
 		switch {
 		case a.token != nil:
 			token, ok := adminBearer(r.Header.Get("Authorization"))
 			got := sha256.Sum256([]byte(token))
 			if !ok || subtle.ConstantTimeCompare(got[:], a.token[:]) != 1 {
+				w.Header().Set("WWW-Authenticate", `Bearer realm="kvgate admin"`)
 				writeError(w, errAdminUnauthorized())
 				return
 			}
 		case !a.open:
 			writeError(w, errAdminDisabled())
 			return
+		case !loopbackHost(r.Host):
+			writeError(w, errAdminCrossOrigin())
+			return
 		}
 		next.ServeHTTP(w, r)
 	})
+}
+
+// loopbackHost reports whether a request's Host names this machine by a
+// loopback address or "localhost" (with or without a port).
+func loopbackHost(host string) bool {
+	if h, _, err := net.SplitHostPort(host); err == nil {
+		host = h
+	}
+	host = strings.TrimSuffix(strings.TrimPrefix(host, "["), "]")
+	if strings.EqualFold(host, "localhost") {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
 }
 
 // adminBearer extracts TOKEN from "Bearer TOKEN" (scheme in any case).
@@ -232,6 +262,11 @@ func (a *admin) add(w http.ResponseWriter, r *http.Request) {
 // wrong type or an unknown one is reported by name, then applies the config
 // file's rules to it.
 func (a *admin) decodeEntry(w http.ResponseWriter, r *http.Request) (*WorkerEntry, *apiError) {
+	// JSON only: a form or text/plain body is what a cross-site page can
+	// send without a preflight.
+	if mt, _, err := mime.ParseMediaType(r.Header.Get("Content-Type")); err != nil || mt != "application/json" {
+		return nil, errAdminMediaType()
+	}
 	body, err := io.ReadAll(http.MaxBytesReader(w, r.Body, adminMaxBody))
 	if err != nil {
 		var tooBig *http.MaxBytesError
@@ -276,8 +311,14 @@ func (a *admin) decodeEntry(w http.ResponseWriter, r *http.Request) (*WorkerEntr
 }
 
 // retire drains the worker and removes it once its requests have finished.
+// A discovered worker is refused: discovery would add it back at its next
+// lookup, so a DELETE would only wipe its cache affinity.
 func (a *admin) retire(w http.ResponseWriter, r *http.Request) {
 	id := workerID(r)
+	if wk := a.opts.Registry.Get(id); wk != nil && wk.Origin() == workers.OriginDiscovery {
+		writeError(w, errManagedByDiscovery(id))
+		return
+	}
 	wk, ok := a.opts.Registry.Retire(id)
 	if !ok {
 		writeError(w, errWorkerNotFound(id))

@@ -90,6 +90,9 @@ func (h *adminHarness) do(t *testing.T, method, path, body string) *http.Respons
 	req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
 	require.NoError(t, err)
 	req.Header.Set("Authorization", "Bearer "+adminToken)
+	if body != "" {
+		req.Header.Set("Content-Type", "application/json")
+	}
 	resp, err := http.DefaultClient.Do(req)
 	require.NoError(t, err)
 	t.Cleanup(func() { resp.Body.Close() })
@@ -429,4 +432,74 @@ func TestSetPartitionsSwapsTheResolver(t *testing.T) {
 	h.gw.SetPartitions(newKeys)
 	assert.Equal(t, 401, send("old-key"))
 	assert.Equal(t, 200, send("new-key"))
+}
+
+// A web page the operator visits must not drive the admin API: cross-site
+// writes are refused (with or without a token), a token-less API answers
+// loopback Host names only (DNS rebinding), and worker entries must be JSON
+// (a form or text/plain body needs no preflight).
+func TestAdminRefusesWhatAWebPageCanSend(t *testing.T) {
+	spec := `{"id":"x","url":"http://127.0.0.1:9"}`
+	send := func(h *adminHarness, method, path, body string, header ...string) (int, string) {
+		t.Helper()
+		req, err := http.NewRequest(method, h.srv.URL+path, strings.NewReader(body))
+		require.NoError(t, err)
+		for i := 0; i+1 < len(header); i += 2 {
+			if header[i] == "Host" {
+				req.Host = header[i+1]
+				continue
+			}
+			req.Header.Set(header[i], header[i+1])
+		}
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		defer resp.Body.Close()
+		b, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(b)
+	}
+	json := []string{"Content-Type", "application/json"}
+
+	open := newAdminHarness(t, "", "127.0.0.1:8080")
+	tests := []struct {
+		name         string
+		method, path string
+		body         string
+		header       []string
+		want         int
+		code         string
+	}{
+		{"cross-site add", "POST", "/admin/workers", spec, append(json, "Sec-Fetch-Site", "cross-site"), 403, "cross_origin_request"},
+		{"foreign origin drain", "POST", "/admin/workers/w0/drain", "", []string{"Origin", "http://evil.example"}, 403, "cross_origin_request"},
+		{"rebound host list", "GET", "/admin/workers", "", []string{"Host", "rebind.evil.example:8080"}, 403, "cross_origin_request"},
+		{"rebound host add", "POST", "/admin/workers", spec, append(json, "Host", "rebind.evil.example"), 403, "cross_origin_request"},
+		{"text/plain body", "POST", "/admin/workers", spec, []string{"Content-Type", "text/plain"}, 415, "unsupported_media_type"},
+		{"form body", "POST", "/admin/workers", spec, []string{"Content-Type", "application/x-www-form-urlencoded"}, 415, "unsupported_media_type"},
+		{"localhost host", "GET", "/admin/workers", "", []string{"Host", "localhost:8080"}, 200, ""},
+		{"same-origin add", "POST", "/admin/workers", spec, append(json, "Sec-Fetch-Site", "same-origin"), 201, ""},
+	}
+	for _, tt := range tests {
+		t.Run(tt.name, func(t *testing.T) {
+			status, body := send(open, tt.method, tt.path, tt.body, tt.header...)
+			assert.Equal(t, tt.want, status, body)
+			if tt.code != "" {
+				assert.Contains(t, body, `"code":"`+tt.code+`"`)
+			}
+		})
+	}
+	assert.NotNil(t, open.reg.Get("x"), "the same-origin add went through")
+
+	t.Run("with a token", func(t *testing.T) {
+		h := newAdminHarness(t, adminToken, "0.0.0.0:8080")
+		status, body := send(h, "POST", "/admin/workers", spec, append(json, "Authorization", "Bearer "+adminToken, "Sec-Fetch-Site", "cross-site")...)
+		assert.Equal(t, 403, status, body)
+		req, err := http.NewRequest("GET", h.srv.URL+"/admin/workers", nil)
+		require.NoError(t, err)
+		resp, err := http.DefaultClient.Do(req)
+		require.NoError(t, err)
+		resp.Body.Close()
+		assert.Equal(t, 401, resp.StatusCode)
+		assert.Equal(t, `Bearer realm="kvgate admin"`, resp.Header.Get("WWW-Authenticate"))
+		status, _ = send(h, "GET", "/admin/workers", "", "Authorization", "Bearer "+adminToken, "Host", "kvgate.example.com")
+		assert.Equal(t, 200, status, "with a token any Host may ask")
+	})
 }

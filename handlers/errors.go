@@ -122,9 +122,25 @@ func errAdminDisabled() *apiError {
 		Message: "The admin API is off: set auth.admin_token, or listen on a loopback address."}
 }
 
+func errAdminCrossOrigin() *apiError {
+	return &apiError{Status: http.StatusForbidden, Type: typeInvalidRequest, Code: "cross_origin_request",
+		Message: "The admin API refuses cross-site requests, and without auth.admin_token any Host but a loopback one."}
+}
+
+func errAdminMediaType() *apiError {
+	return &apiError{Status: http.StatusUnsupportedMediaType, Type: typeInvalidRequest, Code: "unsupported_media_type",
+		Message: "Send the worker entry as `Content-Type: application/json`."}
+}
+
 func errWorkerExists(id string) *apiError {
 	return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "worker_exists", Param: "id",
 		Message: "A worker with id `" + id + "` is already registered (a draining one leaves once its requests finish)."}
+}
+
+func errManagedByDiscovery(id string) *apiError {
+	return &apiError{Status: http.StatusConflict, Type: typeInvalidRequest, Code: "managed_by_discovery", Param: "id",
+		Message: "Worker `" + id + "` was found by DNS discovery, which would add it back at its next lookup: " +
+			"use POST /admin/workers/" + id + "/drain to take it out of routing, or remove its DNS record."}
 }
 
 func errWorkerNotFound(id string) *apiError {

@@ -96,7 +96,9 @@ func FuzzAdminAddWorker(f *testing.F) {
 	h := NewAdmin(AdminOptions{Registry: reg, Listen: "127.0.0.1:8080", CheckWorker: loopbackOnly})
 	f.Fuzz(func(t *testing.T, body []byte) {
 		rec := httptest.NewRecorder()
-		h.ServeHTTP(rec, httptest.NewRequest(http.MethodPost, "/workers", bytes.NewReader(body)))
+		req := httptest.NewRequest(http.MethodPost, "http://127.0.0.1:8080/workers", bytes.NewReader(body))
+		req.Header.Set("Content-Type", "application/json")
+		h.ServeHTTP(rec, req)
 		switch rec.Code {
 		case http.StatusCreated:
 			return

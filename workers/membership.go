@@ -26,6 +26,9 @@ type drains struct {
 func (r *Registry) Drain(id string) (*Worker, bool) {
 	r.mu.Lock()
 	e := r.entries[id]
+	if e != nil {
+		e.drained = true
+	}
 	r.mu.Unlock()
 	if e == nil {
 		return nil, false
@@ -66,14 +69,38 @@ func (r *Registry) Retire(id string) (*Worker, bool) {
 
 func (r *Registry) removeWhenIdle(e *entry) {
 	defer r.drains.wg.Done()
-	registered := func() bool {
+	retiring := func() bool {
 		r.mu.Lock()
 		defer r.mu.Unlock()
-		return r.entries[e.w.id] == e
+		return r.entries[e.w.id] == e && e.w.removing.Load()
 	}
-	if r.awaitIdle(e.w, registered, true) {
+	if r.awaitIdle(e.w, retiring, true) {
 		r.remove(e.w.id, e)
 	}
+}
+
+// Restore takes back the retirement of worker id before it completes: the
+// same worker, same generation, keeps its routing state (prefix ownership)
+// and takes new requests again as soon as its health checks pass, which
+// went on while it drained. A worker drained with Drain stays drained: only
+// the retirement is undone. It reports false when id is not retiring
+// (unknown, already removed, or never retired).
+func (r *Registry) Restore(id string) (*Worker, bool) {
+	r.mu.Lock()
+	e := r.entries[id]
+	if e == nil || !e.w.removing.Load() {
+		r.mu.Unlock()
+		return nil, false
+	}
+	e.w.removing.Store(false)
+	e.w.draining.Store(e.drained)
+	drained := e.drained
+	r.mu.Unlock()
+	r.opts.Logger.Info("worker retirement cancelled", "worker", id, "generation", e.w.generation.Load(), "draining", drained)
+	if !drained {
+		r.changed()
+	}
+	return e.w, true
 }
 
 // awaitIdle waits until w has nothing in flight and, when pending is set,

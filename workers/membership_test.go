@@ -209,6 +209,69 @@ func TestReplaceOfARetiringWorkerReadmitsIt(t *testing.T) {
 	assert.False(t, w.Removing())
 }
 
+func TestRestoreTakesBackARetirement(t *testing.T) {
+	sw := newScriptedWorker(t, `{"data":[{"id":"m"}]}`)
+	r := newMembershipRegistry(t)
+	w := r.addHealthy(t, "a", sw.URL)
+	gen := w.Identity().Generation
+	release := w.Acquire()
+	_, ok := r.Retire("a")
+	require.True(t, ok)
+	require.False(t, w.Routable(time.Now()))
+
+	got, ok := r.Restore("a")
+	require.True(t, ok)
+	assert.Same(t, w, got, "the same worker, not a new incarnation")
+	assert.Equal(t, gen, w.Identity().Generation, "same generation: its cache and ownership stand")
+	assert.False(t, w.Draining())
+	assert.False(t, w.Removing())
+	assert.True(t, w.Routable(time.Now()), "healthy all along, so routable at once")
+	assert.Zero(t, drainingGauge(t, r.Registry))
+
+	release()
+	time.Sleep(5 * drainPoll)
+	assert.Same(t, w, r.Get("a"), "the cancelled retirement removes nothing once idle")
+	assert.Empty(t, r.removedIDs(), "routing keeps what it knows of it")
+
+	_, ok = r.Restore("a")
+	assert.False(t, ok, "not retiring")
+	_, ok = r.Restore("nope")
+	assert.False(t, ok, "unknown id")
+
+	_, ok = r.Retire("a")
+	require.True(t, ok)
+	require.Eventually(t, func() bool { return r.Get("a") == nil }, 2*time.Second, 5*time.Millisecond,
+		"a later retirement still removes it")
+	_, ok = r.Restore("a")
+	assert.False(t, ok, "too late once removed")
+}
+
+func TestRestoreNeverUndoesADrain(t *testing.T) {
+	sw := newScriptedWorker(t, `{"data":[{"id":"m"}]}`)
+	r := newMembershipRegistry(t)
+	w := r.addHealthy(t, "a", sw.URL)
+	defer w.Acquire()()
+	_, ok := r.Drain("a")
+	require.True(t, ok)
+	_, ok = r.Retire("a")
+	require.True(t, ok)
+	_, ok = r.Restore("a")
+	require.True(t, ok)
+	assert.False(t, w.Removing(), "no longer leaving")
+	assert.True(t, w.Draining(), "but the operator's drain stands")
+	assert.False(t, w.Routable(time.Now()))
+
+	v := r.addHealthy(t, "b", sw.URL)
+	defer v.Acquire()()
+	_, ok = r.Retire("b")
+	require.True(t, ok)
+	_, ok = r.Drain("b")
+	require.True(t, ok, "drained while retiring")
+	_, ok = r.Restore("b")
+	require.True(t, ok)
+	assert.True(t, v.Draining(), "a drain asked for during the retirement stands too")
+}
+
 func TestUpdateChangesModelsAndCapacityInPlace(t *testing.T) {
 	sw := newScriptedWorker(t, `{"data":[{"id":"m"}]}`)
 	r := newMembershipRegistry(t)

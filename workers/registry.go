@@ -60,6 +60,9 @@ type entry struct {
 	w      *Worker
 	cancel context.CancelFunc
 	done   chan struct{}
+	// drained: Drain was asked for (guarded by Registry.mu). Restore takes
+	// back a retirement, never a drain.
+	drained bool
 }
 
 // Registry holds the workers and runs their health and telemetry loops.
@@ -134,12 +137,13 @@ func (r *Registry) Add(s Spec) (*Worker, error) {
 // Requests already in flight keep their *Worker and finish normally.
 func (r *Registry) Remove(id string) bool { return r.remove(id, nil) }
 
-// remove drops id's entry; with want set, only if it is still that entry.
+// remove drops id's entry; with want set, only if it is still that entry
+// and still retiring.
 func (r *Registry) remove(id string, want *entry) bool {
 	r.mu.Lock()
 	e, ok := r.entries[id]
-	if ok && want != nil && e != want {
-		ok = false
+	if ok && want != nil && (e != want || !e.w.removing.Load()) {
+		ok = false // replaced, or its retirement taken back (Restore)
 	}
 	if ok {
 		delete(r.entries, id)

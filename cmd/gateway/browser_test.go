@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/chromedp/cdproto/emulation"
 	"github.com/chromedp/chromedp"
 	json "github.com/goccy/go-json"
 	"github.com/stretchr/testify/assert"
@@ -144,6 +145,24 @@ func TestStatusPageInChromium(t *testing.T) {
 		require.NoError(t, err)
 		assert.Equal(t, 1280, img.Bounds().Dx())
 		assert.Equal(t, 900, img.Bounds().Dy())
+	})
+
+	t.Run("light and dark follow the system", func(t *testing.T) {
+		colors := func(scheme string) [2]string {
+			_, err := chromedp.Call(page, emulation.SetEmulatedMedia, emulation.SetEmulatedMediaParams{
+				Features: []*emulation.MediaFeature{{Name: "prefers-color-scheme", Value: scheme}},
+			})
+			require.NoError(t, err)
+			c, err := chromedp.Run(page, chromedp.Evaluate[[2]string](
+				`[getComputedStyle(document.body).backgroundColor, getComputedStyle(document.body).color]`))
+			require.NoError(t, err)
+			return c
+		}
+		light, dark := colors("light"), colors("dark")
+		assert.NotEqual(t, light[0], dark[0], "background")
+		assert.NotEqual(t, light[1], dark[1], "text")
+		assert.Equal(t, "rgb(15, 17, 21)", dark[0], "the dark palette's background")
+		colors("light")
 	})
 
 	t.Run("on a phone the tables become cards", func(t *testing.T) {

@@ -55,6 +55,7 @@ func (a *app) newDiscovery() error {
 	dns, err := discovery.NewDNS(discovery.Options{
 		Name: d.Name, Port: d.Port, Interval: d.Interval, Scheme: d.Scheme,
 		Engine: workers.Engine(d.Engine), Models: d.Models, MaxRunning: d.MaxRunning, DPRanks: d.DPRanks,
+		IPFamily: d.IPFamily, RemoveAfter: d.RemoveAfter,
 		Logger: a.log, Metrics: a.metrics,
 	}, a.registry)
 	if err != nil {

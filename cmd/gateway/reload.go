@@ -32,13 +32,16 @@ var reloadable = map[string]bool{
 }
 
 // reloadOnSIGHUP turns each SIGHUP into a reload request until ctx ends.
-// Signals that arrive while a reload runs coalesce into one more.
+// Signals that arrive while a reload runs coalesce into one more. Once ctx
+// ends (the gateway is shutting down) SIGHUP is ignored rather than handed
+// back to its default action, which would kill the process and cut the
+// requests the shutdown is draining.
 func reloadOnSIGHUP(ctx context.Context) <-chan reloadRequest {
 	hup := make(chan os.Signal, 1)
 	signal.Notify(hup, syscall.SIGHUP)
 	out := make(chan reloadRequest)
 	go func() {
-		defer signal.Stop(hup)
+		defer signal.Ignore(syscall.SIGHUP)
 		for {
 			select {
 			case <-ctx.Done():

@@ -329,6 +329,7 @@ func TestAdminAPIThroughTheGateway(t *testing.T) {
 	post := func(token, body string) *http.Response {
 		req, err := http.NewRequest("POST", g.url+"/admin/workers", strings.NewReader(body))
 		require.NoError(t, err)
+		req.Header.Set("Content-Type", "application/json")
 		if token != "" {
 			req.Header.Set("Authorization", "Bearer "+token)
 		}
@@ -372,7 +373,7 @@ func TestDiscoveryThroughTheGateway(t *testing.T) {
 	w := startMember(t, "m", false)
 	_, port, err := net.SplitHostPort(w.Listener.Addr().String())
 	require.NoError(t, err)
-	g := startReloadGateway(t, reloadBase+"discovery:\n  dns:\n    name: localhost\n    port: "+port+"\n    interval: 50ms\n")
+	g := startReloadGateway(t, reloadBase+"discovery:\n  dns:\n    name: localhost\n    ip_family: ipv4\n    port: "+port+"\n    interval: 50ms\n")
 	id := "127.0.0.1:" + port
 	require.Eventually(t, func() bool { return g.routable(t, id) }, 5*time.Second, 5*time.Millisecond)
 	v, _ := g.worker(t, id)
@@ -386,4 +387,36 @@ func TestDiscoveryThroughTheGateway(t *testing.T) {
 	b, _ := io.ReadAll(resp.Body)
 	assert.Greater(t, metricSum(string(b), `kvgate_discovery_lookups_total{result="ok"}`), 0.0)
 	assert.Contains(t, string(b), "kvgate_workers_draining 0")
+}
+
+// A file that is valid by itself can still not fit the running config: a
+// reload keeps the keys that need a restart, and the partitions it would
+// apply must still hold the running seeding.partitions. Nothing changes.
+func TestReloadRefusesKeysThatDoNotFitTheRunningConfig(t *testing.T) {
+	w := startMember(t, "m", false)
+	conf := func(parts, seeding string) string {
+		return reloadBase + "workers:\n" + workerYAML("w0", w.URL, "m", "    max_running: 8\n") + `admission:
+  mode: enforce
+  default_partition: a
+  seeding:
+    enabled: true
+    partitions: [` + seeding + `]
+  partitions:
+` + parts
+	}
+	both := "    - {name: a, api_keys: [key-a]}\n    - {name: b, api_keys: [key-b]}\n"
+	g := startReloadGateway(t, conf(both, "b"))
+	require.Eventually(t, func() bool { return g.routable(t, "w0") }, 5*time.Second, 5*time.Millisecond)
+
+	// Partition b goes, and the file stops naming it for seeding; but
+	// seeding.partitions needs a restart, so the running [b] would stay.
+	g.write(t, conf("    - {name: a, api_keys: [key-a]}\n", "a"))
+	err := g.reload(t)
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "do not fit the running config")
+	assert.Contains(t, err.Error(), "admission.seeding.partitions")
+	assert.Eventually(t, func() bool { return strings.Contains(g.logText(), "keeping the running config") },
+		5*time.Second, 10*time.Millisecond, "the refusal is logged")
+	status, body := g.chat(t, "m", "key-b")
+	assert.Equal(t, 200, status, "partition b is still there: %s", body)
 }

@@ -162,9 +162,18 @@ func TestSIGTERMDrainsTheGatewayBinary(t *testing.T) {
 	url := "http://" + addr
 	waitReady(t, url)
 
+	// SIGHUP reloads the config (unchanged here) while the gateway serves.
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
+	require.Eventually(t, func() bool { return strings.Contains(logs.String(), `"msg":"config reloaded"`) },
+		10*time.Second, 20*time.Millisecond, "SIGHUP reloads:\n%s", logs)
+
 	s := openStream(t, url, streamTokens)
 	events := []string{s.next(t)}
 	require.NoError(t, cmd.Process.Signal(syscall.SIGTERM))
+	// A SIGHUP during the drain (a config watcher, an operator) neither
+	// reloads nor, by its default action, kills the process.
+	time.Sleep(100 * time.Millisecond)
+	require.NoError(t, cmd.Process.Signal(syscall.SIGHUP))
 	events = append(events, s.rest(t)...)
 	assertCompleteStream(t, events, streamTokens)
 
