@@ -217,20 +217,7 @@ func startStatusFleet(t *testing.T) *fleet {
 	t.Helper()
 	f := &fleet{}
 	var ws strings.Builder
-	for i := range 2 {
-		cfg := simserver.DefaultConfig()
-		cfg.TimeScale = 0
-		cfg.Seed = uint64(100 + i)
-		cfg.Engine.MaxRunning = 8
-		s, err := simserver.New(cfg)
-		require.NoError(t, err)
-		addr, err := s.Start("127.0.0.1:0")
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		f.sims = append(f.sims, s)
-		f.simURL = append(f.simURL, "http://"+addr)
-		fmt.Fprintf(&ws, "  - id: w%d\n    url: http://%s\n    engine: vllm\n    max_running: 8\n", i, addr)
-	}
+	f.startSims(t, &ws, 2, 8, 0, simserver.Faults{})
 	stub := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 		switch r.URL.Path {
 		case "/health":

@@ -41,28 +41,12 @@ type fleetConfig struct {
 func startFleet(t *testing.T, fc fleetConfig) *fleet {
 	t.Helper()
 	f := &fleet{}
-	var ws strings.Builder
-	for i := range fc.workers {
-		cfg := simserver.DefaultConfig()
-		cfg.TimeScale = fc.timeScale
-		cfg.Seed = uint64(100 + i)
-		slots := fc.maxRunning
-		if slots == 0 {
-			slots = 8
-		}
-		cfg.Engine.MaxRunning = slots
-		if i == 0 {
-			cfg.Faults = fc.faults
-		}
-		s, err := simserver.New(cfg)
-		require.NoError(t, err)
-		addr, err := s.Start("127.0.0.1:0")
-		require.NoError(t, err)
-		t.Cleanup(func() { _ = s.Close() })
-		f.sims = append(f.sims, s)
-		f.simURL = append(f.simURL, "http://"+addr)
-		fmt.Fprintf(&ws, "  - id: w%d\n    url: http://%s\n    engine: vllm\n    max_running: %d\n", i, addr, slots)
+	slots := fc.maxRunning
+	if slots == 0 {
+		slots = 8
 	}
+	var ws strings.Builder
+	f.startSims(t, &ws, fc.workers, slots, fc.timeScale, fc.faults)
 	conf := "listen: 127.0.0.1:0\nshutdown_grace: 5s\nworkers:\n" + ws.String() + `
 health:
   interval: 50ms
@@ -88,6 +72,29 @@ log:
 		return resp.StatusCode == 200 && f.allHealthy(t, fc.workers)
 	}, 5*time.Second, 10*time.Millisecond, "gateway ready with every worker healthy")
 	return f
+}
+
+// startSims starts n enginesim workers w0… of slots slots on loopback,
+// faults on w0, and writes their workers: entries to ws.
+func (f *fleet) startSims(t *testing.T, ws *strings.Builder, n, slots int, timeScale float64, faults simserver.Faults) {
+	t.Helper()
+	for i := range n {
+		cfg := simserver.DefaultConfig()
+		cfg.TimeScale = timeScale
+		cfg.Seed = uint64(100 + i)
+		cfg.Engine.MaxRunning = slots
+		if i == 0 {
+			cfg.Faults = faults
+		}
+		s, err := simserver.New(cfg)
+		require.NoError(t, err)
+		addr, err := s.Start("127.0.0.1:0")
+		require.NoError(t, err)
+		t.Cleanup(func() { _ = s.Close() })
+		f.sims = append(f.sims, s)
+		f.simURL = append(f.simURL, "http://"+addr)
+		fmt.Fprintf(ws, "  - id: w%d\n    url: http://%s\n    engine: vllm\n    max_running: %d\n", i, addr, slots)
+	}
 }
 
 // launch starts the gateway as the binary runs it, on config conf written
