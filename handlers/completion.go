@@ -144,6 +144,18 @@ func (g *Gateway) finish(rec *requestRecord) {
 	if rec.status >= 500 || rec.streamFailed {
 		level = slog.LevelWarn
 	}
+	if w := g.opts.RequestLog; w != nil {
+		if g.opts.Logger.Enabled(context.Background(), level) {
+			writeRequestLine(w, requestLine{time: time.Now(), level: level, rec: rec, duration: elapsed})
+		}
+		return
+	}
+	g.opts.Logger.LogAttrs(context.Background(), level, "request", requestAttrs(rec, elapsed)...)
+}
+
+// requestAttrs are the attributes of a request's log line (requestLine
+// writes the same, in the same order).
+func requestAttrs(rec *requestRecord, elapsed time.Duration) []slog.Attr {
 	attrs := []slog.Attr{
 		slog.String("request_id", rec.id),
 		slog.String("partition", rec.partition),
@@ -153,15 +165,15 @@ func (g *Gateway) finish(rec *requestRecord) {
 		slog.Int("status", rec.status),
 		slog.Bool("stream", rec.stream),
 		slog.Int("attempts", rec.attempts),
-		slog.Float64("duration_ms", float64(elapsed.Microseconds())/1000),
+		slog.Float64("duration_ms", millis(elapsed)),
 	}
 	if rec.ttft > 0 {
-		attrs = append(attrs, slog.Float64("ttft_ms", float64(rec.ttft.Microseconds())/1000))
+		attrs = append(attrs, slog.Float64("ttft_ms", millis(rec.ttft)))
 	}
 	if rec.err != "" {
 		attrs = append(attrs, slog.String("error", rec.err))
 	}
-	g.opts.Logger.LogAttrs(context.Background(), level, "request", attrs...)
+	return attrs
 }
 
 // statusClientClosed is logged and counted when the client went away first

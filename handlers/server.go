@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"io"
 	"log/slog"
 	"net/http"
 	"sync"
@@ -39,6 +40,11 @@ type Options struct {
 
 	Logger      *slog.Logger
 	LogRequests bool
+	// RequestLog, when set, receives the request lines directly, in slog's
+	// JSON layout (requestlog.go), instead of going through Logger's
+	// handler: set it to the writer of a JSON Logger. Logger still decides
+	// whether a line's level is enabled.
+	RequestLog io.Writer
 	// Metrics registers the gateway's series; Gatherer serves /metrics.
 	Metrics  prometheus.Registerer
 	Gatherer prometheus.Gatherer

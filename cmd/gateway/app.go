@@ -41,7 +41,9 @@ type app struct {
 	loadConfig func() (config.Config, error)
 }
 
-func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
+// newApp wires the gateway; log writes to logOut (nil: the request lines go
+// through log's handler).
+func newApp(cfg config.Config, log *slog.Logger, logOut io.Writer) (*app, error) {
 	policy, err := routing.NewPolicy(cfg.Routing.Policy, policyConfig(cfg))
 	if err != nil {
 		return nil, err
@@ -99,6 +101,7 @@ func newApp(cfg config.Config, log *slog.Logger) (*app, error) {
 		BackoffMax:      cfg.Retry.BackoffMax,
 		Logger:          log,
 		LogRequests:     cfg.Log.Requests,
+		RequestLog:      jsonLogWriter(cfg.Log, logOut),
 		Metrics:         promReg,
 		Gatherer:        promReg,
 		Ready:           a.ready.Load,
@@ -180,6 +183,15 @@ func (a *app) serve(ctx context.Context, started func(addr string)) error {
 		return serveErr
 	}
 	return nil
+}
+
+// jsonLogWriter is the writer request lines may skip slog for: the log's
+// output when the log is JSON (handlers.Options.RequestLog).
+func jsonLogWriter(c config.Log, w io.Writer) io.Writer {
+	if w == nil || c.Format == "text" {
+		return nil
+	}
+	return w
 }
 
 func newLogger(c config.Log, w io.Writer) *slog.Logger {

@@ -107,7 +107,7 @@ func runGateway(ctx context.Context, args, environ []string, stdout, stderr io.W
 	}
 	logOut := newBufferedLog(stderr)
 	defer logOut.Close()
-	a, err := newApp(cfg, newLogger(cfg.Log, logOut))
+	a, err := newApp(cfg, newLogger(cfg.Log, logOut), logOut)
 	if err != nil {
 		return err
 	}

@@ -273,7 +273,7 @@ func TestEveryRouteIsDocumented(t *testing.T) {
 	cfg.Listen = "127.0.0.1:0"
 	cfg.Workers = []config.Worker{{ID: "w0", URL: "http://127.0.0.1:9", Engine: "vllm"}}
 	cfg.Auth.AdminToken = "test-admin-token-0123456789"
-	a, err := newApp(cfg, slog.New(slog.DiscardHandler))
+	a, err := newApp(cfg, slog.New(slog.DiscardHandler), nil)
 	require.NoError(t, err)
 	defer a.registry.Close()
 
