@@ -179,9 +179,8 @@ func (d *DNS) Sync(ctx context.Context) error {
 	ctx, cancel := context.WithTimeout(ctx, lookupTimeout(d.opts.Interval))
 	defer cancel()
 	addrs, err := d.lookup(ctx)
-	var dnsErr *net.DNSError
 	switch {
-	case err != nil && errors.As(err, &dnsErr) && dnsErr.IsNotFound, err == nil && len(addrs) == 0:
+	case err != nil && notFound(err), err == nil && len(addrs) == 0:
 		d.lookups.WithLabelValues(resultEmpty).Inc()
 		d.opts.Logger.Warn("discovery: no worker records; keeping the workers found before", "name", d.opts.Name)
 		return nil
@@ -197,6 +196,15 @@ func (d *DNS) Sync(ctx context.Context) error {
 	d.found.Set(float64(len(addrs)))
 	d.reconcile(addrs)
 	return nil
+}
+
+// notFound reports whether err says the name has no address (of the family
+// asked for): from DNS, NXDOMAIN or no record; from the hosts file, an
+// AddrError ("no suitable address").
+func notFound(err error) bool {
+	var dnsErr *net.DNSError
+	var addrErr *net.AddrError
+	return errors.As(err, &dnsErr) && dnsErr.IsNotFound || errors.As(err, &addrErr)
 }
 
 // lookupTimeout bounds one lookup: an interval, within [1s, 10s].
@@ -218,6 +226,14 @@ func (d *DNS) lookup(ctx context.Context) ([]netip.AddrPort, error) {
 		}
 		for _, srv := range srvs {
 			ips, err := d.opts.Resolver.LookupNetIP(ctx, d.network, srv.Target)
+			if err != nil && d.network != "ip" && notFound(err) {
+				// A target without an address of the family asked for (an
+				// IPv4-only pod under ip_family ipv6, say) is skipped; one
+				// without any address is a broken answer.
+				if _, anyErr := d.opts.Resolver.LookupNetIP(ctx, "ip", srv.Target); anyErr == nil {
+					continue
+				}
+			}
 			if err != nil {
 				// %v: a target missing is a broken answer, not an empty one.
 				return nil, fmt.Errorf("SRV target %s: %v", srv.Target, err)

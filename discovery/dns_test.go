@@ -3,6 +3,7 @@ package discovery
 import (
 	"context"
 	"errors"
+	"fmt"
 	"net"
 	"net/http"
 	"net/netip"
@@ -422,4 +423,14 @@ func TestNewDNSRejectsBadOptions(t *testing.T) {
 func TestIDsAreStable(t *testing.T) {
 	assert.Equal(t, "10.0.0.7:8000", ID(netip.MustParseAddrPort("10.0.0.7:8000")))
 	assert.Equal(t, "[fd00::7]:8000", ID(netip.MustParseAddrPort("[fd00::7]:8000")))
+}
+
+// No address is an empty answer whether DNS says so or the hosts file does
+// (which answers a family it lacks with an AddrError); anything else is a
+// failed lookup.
+func TestNotFound(t *testing.T) {
+	assert.True(t, notFound(&net.DNSError{Err: "no such host", IsNotFound: true}))
+	assert.True(t, notFound(fmt.Errorf("wrapped: %w", &net.AddrError{Err: "no suitable address found", Addr: "localhost"})))
+	assert.False(t, notFound(&net.DNSError{Err: "server misbehaving", IsTemporary: true}))
+	assert.False(t, notFound(errors.New("timeout")))
 }

@@ -308,3 +308,33 @@ func TestDNSServerIPFamily(t *testing.T) {
 		})
 	}
 }
+
+// An SRV target without an address of the family asked for is skipped, not
+// a failed lookup: during a move to dual stack, pods made before it have
+// IPv4 only. A target with no address at all still fails the lookup.
+func TestDNSServerSRVTargetsOfOneFamily(t *testing.T) {
+	dns := startDNSServer(t)
+	dns.setA("v4only.kvgate.test.", "127.0.0.1")
+	dns.setA("v6only.kvgate.test.", "::1")
+	name := "_http._tcp.vllm.kvgate.test."
+	dns.setSRV(name, net.SRV{Target: "v4only.kvgate.test.", Port: 8001}, net.SRV{Target: "v6only.kvgate.test.", Port: 8002})
+	for family, want := range map[string][]string{
+		"any":  {"127.0.0.1:8001", "[::1]:8002"},
+		"ipv4": {"127.0.0.1:8001"},
+		"ipv6": {"[::1]:8002"},
+	} {
+		t.Run(family, func(t *testing.T) {
+			reg := offlineRegistry(t)
+			d, _ := newTestDNS(t, Options{Name: name, Interval: time.Second, Resolver: dns.resolver(), IPFamily: family}, reg)
+			require.NoError(t, d.Sync(t.Context()))
+			assert.Equal(t, want, ids(reg))
+		})
+	}
+	t.Run("a target with no address fails the lookup", func(t *testing.T) {
+		dns.setSRV(name, net.SRV{Target: "v4only.kvgate.test.", Port: 8001}, net.SRV{Target: "gone.kvgate.test.", Port: 8003})
+		reg := offlineRegistry(t)
+		d, _ := newTestDNS(t, Options{Name: name, Interval: time.Second, Resolver: dns.resolver(), IPFamily: "ipv4"}, reg)
+		assert.ErrorContains(t, d.Sync(t.Context()), "gone.kvgate.test")
+		assert.Empty(t, ids(reg))
+	})
+}

@@ -121,6 +121,10 @@ func loopbackListen(listen string) bool {
 // cross-site, and nothing legitimate comes that way.
 func (a *admin) authorize(next http.Handler) http.Handler {
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if a.token == nil && !a.open {
+			writeError(w, errAdminDisabled())
+			return
+		}
 		if err := a.csrf.Check(r); err != nil {
 			writeError(w, errAdminCrossOrigin())
 			return
@@ -134,9 +138,6 @@ func (a *admin) authorize(next http.Handler) http.Handler {
 				writeError(w, errAdminUnauthorized())
 				return
 			}
-		case !a.open:
-			writeError(w, errAdminDisabled())
-			return
 		case !loopbackHost(r.Host):
 			writeError(w, errAdminCrossOrigin())
 			return

@@ -199,7 +199,7 @@ func TestWorker500Is502(t *testing.T) {
 
 func TestNoRoutableWorkerIs503(t *testing.T) {
 	h := newHarness(t, []*fakeWorker{newFakeWorker(t, okJSON)})
-	h.reg.Workers()[0].Drain()
+	h.reg.Drain(h.reg.Workers()[0].ID())
 	resp := h.post(t, "/v1/chat/completions", chatBody)
 	assert.Equal(t, 503, resp.StatusCode)
 	assert.Zero(t, counterValue(t, h.gw.metrics.retries))
@@ -303,7 +303,7 @@ func TestModelsHealthReadyMetrics(t *testing.T) {
 		assert.Contains(t, body, series)
 	}
 
-	h.reg.Workers()[0].Drain()
+	h.reg.Drain(h.reg.Workers()[0].ID())
 	code, _ = get("/readyz")
 	assert.Equal(t, 503, code, "no routable worker: not ready")
 	code, body = get("/v1/models")

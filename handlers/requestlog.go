@@ -11,7 +11,9 @@ import (
 )
 
 // requestLine is one request's log line in the layout of slog's
-// JSONHandler, byte for byte, written without slog's generic encoder: with
+// JSONHandler with default options (no source, no ReplaceAttr, no
+// attributes added by With), byte for byte, written without slog's generic
+// encoder: with
 // one line per request, that encoder (a json.Marshal per float among its
 // costs) took a fifth of the handler's time. Only the JSON format has this
 // path; the text format goes through slog.
@@ -30,9 +32,14 @@ func writeRequestLine(w io.Writer, l requestLine) {
 	bp := lineBuffers.Get().(*[]byte)
 	b := l.append((*bp)[:0])
 	_, _ = w.Write(b)
-	*bp = b
-	lineBuffers.Put(bp)
+	if cap(b) <= maxPooledLine { // a client's huge model name is not kept
+		*bp = b
+		lineBuffers.Put(bp)
+	}
 }
+
+// maxPooledLine bounds the buffers kept for reuse, as slog bounds its own.
+const maxPooledLine = 16 << 10
 
 // append writes the line: the attributes of Gateway.finish, in its order.
 func (l requestLine) append(b []byte) []byte {
@@ -78,7 +85,9 @@ func millis(d time.Duration) float64 { return float64(d.Microseconds()) / 1000 }
 // short exponent.
 func appendJSONFloat(b []byte, f float64) []byte {
 	if math.IsNaN(f) || math.IsInf(f, 0) {
-		return append(b, `null`...) // never logged: durations are finite
+		// Unlike slog, which writes an !ERROR string; never reached:
+		// durations are finite.
+		return append(b, `null`...)
 	}
 	format := byte('f')
 	if abs := math.Abs(f); abs != 0 && (abs < 1e-6 || abs >= 1e21) {

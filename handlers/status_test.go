@@ -258,7 +258,7 @@ func TestStatusWorkerStates(t *testing.T) {
 	})
 	h := newHarness(t, []*fakeWorker{failing, newFakeWorker(t, okJSON), newFakeWorker(t, okJSON)},
 		func(o *Options) { o.MaxAttempts = 1 })
-	h.reg.Get("c").Drain()
+	h.reg.Drain("c")
 	require.Eventually(t, func() bool {
 		resp := h.post(t, "/v1/chat/completions", chatBody)
 		_, _ = io.Copy(io.Discard, resp.Body)

@@ -125,9 +125,6 @@ func (w *Worker) Healthy() bool { return w.healthy.Load() }
 // Draining reports whether the worker takes no new requests.
 func (w *Worker) Draining() bool { return w.draining.Load() }
 
-// Drain stops new requests from reaching the worker; in-flight ones finish.
-func (w *Worker) Drain() { w.draining.Store(true) }
-
 // Removing reports whether the worker is draining to leave the registry
 // (Registry.Retire, or an old incarnation after Registry.Replace).
 func (w *Worker) Removing() bool { return w.removing.Load() }

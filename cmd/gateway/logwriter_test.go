@@ -2,12 +2,15 @@ package main
 
 import (
 	"bytes"
+	"log/slog"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/stretchr/testify/assert"
 	"github.com/stretchr/testify/require"
+
+	"github.com/kvgate/kvgate/config"
 )
 
 type syncBuffer struct {
@@ -48,4 +51,19 @@ func TestBufferedLogBatchesAndFlushes(t *testing.T) {
 	require.NoError(t, b.Close())
 	text, _ = out.snapshot()
 	assert.Equal(t, 505, len(text), "Close flushes what is buffered")
+}
+
+// The gateway's JSON logger has the plain slog layout that handlers' direct
+// request line reproduces (no source, no renamed keys, no added
+// attributes), and only a JSON log sends request lines direct.
+func TestRequestLinesMatchTheGatewayLogger(t *testing.T) {
+	cfg := config.Default()
+	var viaSlog, direct bytes.Buffer
+	newLogger(cfg.Log, &viaSlog).Info("request", slog.String("request_id", "x"))
+	assert.NotNil(t, jsonLogWriter(cfg.Log, &direct), "the default log is JSON: request lines go direct")
+	cfg.Log.Format = "text"
+	assert.Nil(t, jsonLogWriter(cfg.Log, &direct), "a text log keeps slog for request lines")
+	line := viaSlog.String()
+	assert.Regexp(t, `^\{"time":"[^"]+","level":"INFO","msg":"request","request_id":"x"\}\n$`, line,
+		"newLogger's JSON layout is the one handlers/requestlog.go writes")
 }
