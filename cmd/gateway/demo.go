@@ -77,7 +77,8 @@ kvgate demo: %d simulated workers behind http://%[2]s (model %[3]q)
   r = client.chat.completions.create(model="%[3]s", messages=[{"role": "user", "content": "Hello!"}])
   print(r.choices[0].message.content, r.usage)
 
-  metrics: http://%[2]s/metrics    readiness: http://%[2]s/readyz
+  status page: http://%[2]s/    (open it in a browser while the load below runs)
+  metrics: http://%[2]s/metrics    readiness: http://%[2]s/readyz    API: http://%[2]s/openapi.yaml
   load:    go run ./cmd/loadgen --url http://%[2]s/v1 --model %[3]s --rate 20 --duration 30s --stream
 
 Ctrl-C stops the gateway and the simulated workers.
