@@ -223,25 +223,19 @@ func printable(s string) bool {
 // the fleet to have room for it. A nil credit with no error means no gate
 // (or the client left while waiting: rec.status says 499).
 func (g *Gateway) admit(r *http.Request, p *parsed, rec *requestRecord) (*admission.Credit, *apiError) {
-	rec.partition = "default"
-	if parts := g.partitions.Load(); parts != nil {
-		var trusted string
-		if h := parts.TrustedHeader(); h != "" {
-			trusted = r.Header.Get(h)
-		}
-		part, err := parts.Resolve(r.Header.Get("Authorization"), trusted)
-		switch {
-		case errors.Is(err, admission.ErrInvalidAPIKey):
-			return nil, errInvalidAPIKey()
-		case err != nil:
-			return nil, errUnknownPartition()
-		}
-		rec.partition = part
-	}
-	if g.opts.Admission == nil {
-		return nil, nil
+	parts, aerr := g.resolvePartition(r, rec)
+	if aerr != nil || g.opts.Admission == nil {
+		return nil, aerr
 	}
 	credit, err := g.opts.Admission.Admit(r.Context(), admission.Request{ID: rec.id, Model: p.Model, Partition: rec.partition, Cost: g.cost(p)})
+	if errors.Is(err, admission.ErrUnknownPartition) && g.partitions.Load() != parts {
+		// A reload removed the partition while the request was resolved or
+		// queued: its key is resolved again with the new partitions, once.
+		if _, aerr := g.resolvePartition(r, rec); aerr != nil {
+			return nil, aerr
+		}
+		credit, err = g.opts.Admission.Admit(r.Context(), admission.Request{ID: rec.id, Model: p.Model, Partition: rec.partition, Cost: g.cost(p)})
+	}
 	var full *admission.QueueFullError
 	switch {
 	case err == nil:
@@ -257,6 +251,29 @@ func (g *Gateway) admit(r *http.Request, p *parsed, rec *requestRecord) (*admiss
 		return nil, nil
 	}
 	return nil, errInternal()
+}
+
+// resolvePartition sets rec.partition from the request's API key or trusted
+// header, with the partitions in force now, which it returns.
+func (g *Gateway) resolvePartition(r *http.Request, rec *requestRecord) (*admission.Resolver, *apiError) {
+	rec.partition = "default"
+	parts := g.partitions.Load()
+	if parts == nil {
+		return nil, nil
+	}
+	var trusted string
+	if h := parts.TrustedHeader(); h != "" {
+		trusted = r.Header.Get(h)
+	}
+	part, err := parts.Resolve(r.Header.Get("Authorization"), trusted)
+	switch {
+	case errors.Is(err, admission.ErrInvalidAPIKey):
+		return parts, errInvalidAPIKey()
+	case err != nil:
+		return parts, errUnknownPartition()
+	}
+	rec.partition = part
+	return parts, nil
 }
 
 // cost is a request's estimated tokens: what it reserves when routed, what

@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/signal"
 	"reflect"
+	"slices"
 	"strings"
 	"syscall"
 
@@ -128,16 +129,34 @@ func (a *app) reloadAdmission(ac config.Admission) error {
 	if err != nil {
 		return fmt.Errorf("admission: %w", err)
 	}
-	if a.scheduler != nil {
-		mode, err := admission.ParseMode(a.cfg.Admission.Mode)
-		if err != nil {
-			return err
+	if a.scheduler == nil {
+		a.gateway.SetPartitions(resolver)
+		return nil
+	}
+	mode, err := admission.ParseMode(a.cfg.Admission.Mode)
+	if err != nil {
+		return err
+	}
+	// Three steps, so that no request meets a partition the scheduler does
+	// not know: first the scheduler takes the new partitions while keeping
+	// the old ones, then the resolver swaps, then the old ones go. Requests
+	// still queued in a partition that goes fail with ErrUnknownPartition,
+	// and the handler resolves their key again with the new resolver.
+	union := schedulerConfig(ac, mode, parts)
+	for _, old := range a.scheduler.Snapshot().Partitions {
+		if !slices.ContainsFunc(parts, func(p admission.Partition) bool { return p.Name == old.Name }) {
+			union.Partitions = append(union.Partitions, admission.Partition{Name: old.Name, Weight: old.Weight})
 		}
+	}
+	if err := a.scheduler.Reconfigure(union); err != nil {
+		return fmt.Errorf("admission: %w", err)
+	}
+	a.gateway.SetPartitions(resolver)
+	if len(union.Partitions) > len(parts) {
 		if err := a.scheduler.Reconfigure(schedulerConfig(ac, mode, parts)); err != nil {
 			return fmt.Errorf("admission: %w", err)
 		}
 	}
-	a.gateway.SetPartitions(resolver)
 	return nil
 }
 

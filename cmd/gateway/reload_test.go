@@ -420,3 +420,46 @@ func TestReloadRefusesKeysThatDoNotFitTheRunningConfig(t *testing.T) {
 	status, body := g.chat(t, "m", "key-b")
 	assert.Equal(t, 200, status, "partition b is still there: %s", body)
 }
+
+// A request queued in a partition that a reload removes is not refused:
+// its API key is resolved again with the new partitions (here the key moved
+// to another partition), and it is admitted there.
+func TestReloadReResolvesRequestsQueuedInARemovedPartition(t *testing.T) {
+	w := startMember(t, "m", true) // completions wait until released
+	conf := func(parts string) string {
+		return reloadBase + "workers:\n" + workerYAML("w0", w.URL, "m", "    max_running: 1\n") + `admission:
+  mode: enforce
+  default_partition: a
+  queue:
+    timeout: 30s
+  partitions:
+` + parts
+	}
+	g := startReloadGateway(t, conf("    - {name: a, api_keys: [key-a]}\n    - {name: b, api_keys: [key-b]}\n"))
+	require.Eventually(t, func() bool { return g.routable(t, "w0") }, 5*time.Second, 5*time.Millisecond)
+
+	first := make(chan int, 1)
+	go func() { s, _ := g.chat(t, "m", "key-a"); first <- s }()
+	<-w.started // the fleet's one slot is taken
+	queued := make(chan int, 1)
+	go func() { s, _ := g.chat(t, "m", "key-b"); queued <- s }()
+	require.Eventually(t, func() bool {
+		return strings.Contains(g.metricsText(t), `kvgate_admission_queue_depth{partition="b"} 1`)
+	}, 5*time.Second, 10*time.Millisecond, "the second request waits in b")
+
+	g.write(t, conf("    - {name: a, api_keys: [key-a]}\n    - {name: c, api_keys: [key-b]}\n"))
+	require.NoError(t, g.reload(t))
+	close(w.hold)
+	assert.Equal(t, 200, <-first)
+	assert.Equal(t, 200, <-queued, "re-resolved into c and served, not refused")
+}
+
+func (g *reloadGateway) metricsText(t *testing.T) string {
+	t.Helper()
+	resp, err := http.Get(g.url + "/metrics")
+	require.NoError(t, err)
+	defer resp.Body.Close()
+	b, err := io.ReadAll(resp.Body)
+	require.NoError(t, err)
+	return string(b)
+}
