@@ -30,6 +30,7 @@ type Worker struct {
 	Models     []string `koanf:"models" doc:"Models the worker serves; empty = learned from its /v1/models."`
 	Engine     string   `koanf:"engine" doc:"Telemetry format to read: vllm, sglang or auto."`
 	MaxRunning int      `koanf:"max_running" doc:"Batch capacity hint used when telemetry reports none (vLLM never does)."`
+	APIKey     string   `koanf:"api_key" doc:"Key the worker requires (vLLM or SGLang --api-key), sent as Authorization: Bearer on every request to it; never logged." secret:"true"`
 	DPRanks    int      `koanf:"dp_ranks" doc:"Data-parallel ranks the worker reports; telemetry is complete only when all report."`
 }
 
@@ -50,6 +51,7 @@ type DNSDiscovery struct {
 	Models      []string      `koanf:"models" doc:"Models discovered workers serve; empty = learned from each one's /v1/models."`
 	MaxRunning  int           `koanf:"max_running" doc:"Batch capacity hint of each discovered worker (as workers[].max_running)."`
 	DPRanks     int           `koanf:"dp_ranks" doc:"Data-parallel ranks each discovered worker reports."`
+	APIKey      string        `koanf:"api_key" doc:"Key discovered workers require (as workers[].api_key)." secret:"true"`
 	RemoveAfter int           `koanf:"remove_after" doc:"Consecutive successful lookups an address must be missing from before its worker is retired (drained, then removed); 1 = at once. Rides out readiness blips without losing the worker's cache affinity."`
 	IPFamily    string        `koanf:"ip_family" doc:"Address records to use: any (A and AAAA), ipv4 (A) or ipv6 (AAAA). Set ipv4 or ipv6 on dual-stack clusters, where any makes each pod two workers."`
 }

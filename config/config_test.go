@@ -220,3 +220,22 @@ func TestListKeysFromFlagsAndEnvironment(t *testing.T) {
 	require.Error(t, err)
 	assert.Contains(t, err.Error(), "admission.seeding.partitions[0]")
 }
+
+// A worker's API key, listed or discovered, is printed redacted and must be
+// one token.
+func TestWorkerAPIKeysAreSecret(t *testing.T) {
+	file := filepath.Join(t.TempDir(), "c.yaml")
+	require.NoError(t, os.WriteFile(file, []byte("workers:\n  - id: a\n    url: http://127.0.0.1:9\n    api_key: engine-secret-1\n"+
+		"discovery:\n  dns:\n    name: vllm.test\n    port: 8000\n    api_key: engine-secret-2\n"), 0o600))
+	c, err := load(t, []string{"--config", file}, nil)
+	require.NoError(t, err)
+	assert.Equal(t, "engine-secret-1", c.Workers[0].APIKey)
+	assert.Equal(t, "engine-secret-2", c.Discovery.DNS.APIKey)
+	out, err := c.YAML()
+	require.NoError(t, err)
+	assert.NotContains(t, string(out), "engine-secret")
+	assert.Equal(t, 2, strings.Count(string(out), "api_key: <redacted>"))
+
+	assert.Equal(t, []FieldError{{Path: "api_key", Reason: "must not contain whitespace"}},
+		ValidateWorker(Worker{ID: "a", URL: "http://127.0.0.1:9", Engine: "vllm", DPRanks: 1, APIKey: "two words"}))
+}

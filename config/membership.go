@@ -25,7 +25,7 @@ func (c *Config) validateMembership(p *problems) {
 	}
 	// A discovered worker obeys the rules of a workers[] entry.
 	for _, e := range ValidateWorker(Worker{ID: "discovered", URL: "http://discovered", Models: d.Models,
-		Engine: d.Engine, MaxRunning: d.MaxRunning, DPRanks: d.DPRanks}) {
+		Engine: d.Engine, MaxRunning: d.MaxRunning, DPRanks: d.DPRanks, APIKey: d.APIKey}) {
 		p.add("discovery.dns."+e.Path, "%s", e.Reason)
 	}
 	if d.Name == "" {

@@ -37,6 +37,7 @@ func TestMembershipValidation(t *testing.T) {
 		{"engine", func(c *Config) { c.Discovery.DNS.Engine = "tgi" }, "discovery.dns.engine"},
 		{"empty model", func(c *Config) { c.Discovery.DNS.Models = []string{" "} }, "discovery.dns.models[0]"},
 		{"dp ranks", func(c *Config) { c.Discovery.DNS.DPRanks = 0 }, "discovery.dns.dp_ranks"},
+		{"api key", func(c *Config) { c.Discovery.DNS.APIKey = "a b" }, "discovery.dns.api_key"},
 		{"max running", func(c *Config) { c.Discovery.DNS.MaxRunning = -1 }, "discovery.dns.max_running"},
 		{"remove at once", func(c *Config) { c.Discovery.DNS.RemoveAfter = 1 }, ""},
 		{"remove after zero lookups", func(c *Config) { c.Discovery.DNS.RemoveAfter = 0 }, "discovery.dns.remove_after"},

@@ -8,6 +8,7 @@ import (
 	"sort"
 	"strings"
 	"time"
+	"unicode"
 )
 
 // FieldError is one problem with one key.
@@ -223,6 +224,9 @@ func ValidateWorker(w Worker) []FieldError {
 	}
 	p.atLeast("max_running", w.MaxRunning, 0)
 	p.atLeast("dp_ranks", w.DPRanks, 1)
+	if strings.ContainsFunc(w.APIKey, unicode.IsSpace) {
+		p.add("api_key", "must not contain whitespace")
+	}
 	return p
 }
 

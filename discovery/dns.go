@@ -59,11 +59,13 @@ type Options struct {
 	RemoveAfter int
 	// Scheme of the workers' URLs: "http" (default) or "https".
 	Scheme string
-	// Engine, Models, MaxRunning and DPRanks apply to every worker found.
+	// Engine, Models, MaxRunning, DPRanks and APIKey apply to every worker
+	// found.
 	Engine     workers.Engine
 	Models     []string
 	MaxRunning int
 	DPRanks    int
+	APIKey     string
 
 	// Resolver answers the lookups; nil: net.DefaultResolver.
 	Resolver Resolver
@@ -273,6 +275,7 @@ func (d *DNS) spec(addr netip.AddrPort) workers.Spec {
 		Engine:     d.opts.Engine,
 		MaxRunning: d.opts.MaxRunning,
 		DPRanks:    d.opts.DPRanks,
+		APIKey:     d.opts.APIKey,
 		Origin:     workers.OriginDiscovery,
 	}
 }

@@ -46,6 +46,8 @@ type WorkerEntry struct {
 	Engine     string   `json:"engine"`
 	MaxRunning int      `json:"max_running"`
 	DPRanks    int      `json:"dp_ranks"`
+	// APIKey is write-only: no answer of the admin API shows it.
+	APIKey string `json:"api_key"`
 }
 
 // FieldProblem is one invalid field of a worker entry.
@@ -241,7 +243,7 @@ func (a *admin) add(w http.ResponseWriter, r *http.Request) {
 	}
 	wk, err := a.opts.Registry.Add(workers.Spec{
 		ID: entry.ID, URL: entry.URL, Models: entry.Models, Engine: workers.Engine(entry.Engine),
-		MaxRunning: entry.MaxRunning, DPRanks: entry.DPRanks, Origin: workers.OriginAdmin,
+		MaxRunning: entry.MaxRunning, DPRanks: entry.DPRanks, Origin: workers.OriginAdmin, APIKey: entry.APIKey,
 	})
 	switch {
 	case errors.Is(err, workers.ErrDuplicate):
@@ -278,12 +280,12 @@ func (a *admin) decodeEntry(w http.ResponseWriter, r *http.Request) (*WorkerEntr
 	}
 	var raw map[string]json.RawMessage
 	if err := json.Unmarshal(body, &raw); err != nil || raw == nil {
-		return nil, errBadRequest("", "The body must be a JSON object: a worker entry with id, url, models, engine, max_running, dp_ranks.")
+		return nil, errBadRequest("", "The body must be a JSON object: a worker entry with id, url, models, engine, max_running, dp_ranks, api_key.")
 	}
 	e := &WorkerEntry{}
 	fields := map[string]any{
 		"id": &e.ID, "url": &e.URL, "models": &e.Models, "engine": &e.Engine,
-		"max_running": &e.MaxRunning, "dp_ranks": &e.DPRanks,
+		"max_running": &e.MaxRunning, "dp_ranks": &e.DPRanks, "api_key": &e.APIKey,
 	}
 	keys := make([]string, 0, len(raw))
 	for k := range raw {
@@ -293,7 +295,7 @@ func (a *admin) decodeEntry(w http.ResponseWriter, r *http.Request) (*WorkerEntr
 	for _, k := range keys {
 		dst, ok := fields[k]
 		if !ok {
-			return nil, errBadRequest(k, "Unknown field `"+k+"`: a worker entry has id, url, models, engine, max_running and dp_ranks.")
+			return nil, errBadRequest(k, "Unknown field `"+k+"`: a worker entry has id, url, models, engine, max_running, dp_ranks and api_key.")
 		}
 		if err := json.Unmarshal(raw[k], dst); err != nil {
 			return nil, errBadRequest(k, "Field `"+k+"` has the wrong type.")

@@ -52,7 +52,7 @@ func (w *Worker) neverHealthy() bool { return !w.everHealthy }
 func (r *Registry) probe(ctx context.Context, w *Worker) error {
 	ctx, cancel := context.WithTimeout(ctx, r.opts.HealthTimeout)
 	defer cancel()
-	if err := r.get(ctx, w.baseURL+r.opts.HealthPath, nil); err != nil {
+	if err := r.get(ctx, w, r.opts.HealthPath, nil); err != nil {
 		return err
 	}
 	if !w.modelsLearned() {
@@ -63,7 +63,7 @@ func (r *Registry) probe(ctx context.Context, w *Worker) error {
 			ID string `json:"id"`
 		} `json:"data"`
 	}
-	if err := r.get(ctx, w.baseURL+"/v1/models", &list); err != nil {
+	if err := r.get(ctx, w, "/v1/models", &list); err != nil {
 		return fmt.Errorf("models: %w", err)
 	}
 	models := make([]string, 0, len(list.Data))
@@ -80,12 +80,14 @@ func (r *Registry) probe(ctx context.Context, w *Worker) error {
 	return nil
 }
 
-// get fetches url and, when out is non-nil, decodes its JSON body into out.
-func (r *Registry) get(ctx context.Context, url string, out any) error {
-	req, err := http.NewRequestWithContext(ctx, http.MethodGet, url, nil)
+// get fetches path on w and, when out is non-nil, decodes its JSON body
+// into out.
+func (r *Registry) get(ctx context.Context, w *Worker, path string, out any) error {
+	req, err := http.NewRequestWithContext(ctx, http.MethodGet, w.baseURL+path, nil)
 	if err != nil {
 		return err
 	}
+	w.authorize(req)
 	resp, err := r.opts.Client.Do(req)
 	if err != nil {
 		return err
@@ -96,7 +98,7 @@ func (r *Registry) get(ctx context.Context, url string, out any) error {
 		return err
 	}
 	if resp.StatusCode != http.StatusOK {
-		return fmt.Errorf("%s: status %d", url, resp.StatusCode)
+		return fmt.Errorf("%s: status %d", path, resp.StatusCode)
 	}
 	if out == nil {
 		return nil

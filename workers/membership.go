@@ -231,7 +231,8 @@ func (w *Worker) ChangeTo(s Spec) Change {
 	if we == "" {
 		we = EngineAuto
 	}
-	if strings.TrimRight(s.URL, "/") != w.baseURL || engine != we || max(s.DPRanks, 1) != w.dpRanks {
+	// A new key means the engine restarted with it: its cache is gone.
+	if strings.TrimRight(s.URL, "/") != w.baseURL || engine != we || max(s.DPRanks, 1) != w.dpRanks || s.APIKey != w.apiKey {
 		return ChangeReplace
 	}
 	d := w.desc.Load()

@@ -325,6 +325,7 @@ func TestChangeTo(t *testing.T) {
 		{"models", func(s *Spec) { s.Models = []string{"n"} }, ChangeUpdate},
 		{"models learned", func(s *Spec) { s.Models = nil }, ChangeUpdate},
 		{"max running", func(s *Spec) { s.MaxRunning = 9 }, ChangeUpdate},
+		{"api key", func(s *Spec) { s.APIKey = "k2" }, ChangeReplace},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {

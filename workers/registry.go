@@ -274,6 +274,7 @@ func (r *Registry) run(ctx context.Context, e *entry) {
 	var wg sync.WaitGroup
 	if r.opts.TelemetryInterval > 0 {
 		f := NewTelemetryFetcher(r.opts.Client, e.w.baseURL, e.w.engine, e.w.dpRanks)
+		f.SetAPIKey(e.w.apiKey)
 		publish := e.w.StoreSample
 		if r.opts.OnSample != nil {
 			publish = func(s Sample, err error) {

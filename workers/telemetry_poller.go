@@ -56,6 +56,7 @@ type TelemetryFetcher struct {
 	baseURL       string
 	engine        Engine
 	expectedRanks int
+	auth          []string // Authorization header value; nil: none
 
 	mu       sync.Mutex
 	endpoint *telemetryEndpoint // the endpoint that last answered; nil: probe
@@ -65,7 +66,7 @@ type TelemetryFetcher struct {
 // NewTelemetryFetcher returns a fetcher for the worker at baseURL. A nil
 // client is http.DefaultClient; an empty engine is EngineAuto. expectedRanks
 // > 0 is the data-parallel size a sample must cover to be complete.
-// Authentication, if the worker needs it, belongs in the client's transport.
+// SetAPIKey adds the key a worker behind authentication needs.
 func NewTelemetryFetcher(client *http.Client, baseURL string, engine Engine, expectedRanks int) *TelemetryFetcher {
 	if client == nil {
 		client = http.DefaultClient
@@ -187,6 +188,15 @@ func telemetryGone(err error) bool {
 	return false
 }
 
+// SetAPIKey makes the fetcher send "Authorization: Bearer key" (a worker
+// started with --api-key); call it before the first Fetch.
+func (f *TelemetryFetcher) SetAPIKey(key string) {
+	f.auth = nil
+	if key != "" {
+		f.auth = []string{"Bearer " + key}
+	}
+}
+
 // get polls one endpoint and parses its body.
 func (f *TelemetryFetcher) get(ctx context.Context, ep *telemetryEndpoint) (Sample, error) {
 	url := f.baseURL + ep.path
@@ -195,6 +205,9 @@ func (f *TelemetryFetcher) get(ctx context.Context, ep *telemetryEndpoint) (Samp
 		return Sample{}, fmt.Errorf("telemetry %s: %w", url, err)
 	}
 	req.Header.Set("Accept", ep.accept)
+	if f.auth != nil {
+		req.Header["Authorization"] = f.auth
+	}
 	resp, err := f.client.Do(req)
 	if err != nil {
 		return Sample{}, fmt.Errorf("telemetry %s: %w", url, err)

@@ -43,5 +43,13 @@ func (w *Worker) NewRequest(ctx context.Context, path string, body []byte) (*htt
 		return nil, err
 	}
 	req.Header["Content-Type"] = []string{"application/json"}
+	w.authorize(req)
 	return req, nil
+}
+
+// authorize adds the worker's API key to req, if it has one.
+func (w *Worker) authorize(req *http.Request) {
+	if w.auth != nil {
+		req.Header["Authorization"] = w.auth
+	}
 }

@@ -20,6 +20,9 @@ type Spec struct {
 	// Origin says who registered the worker (OriginConfig, OriginAdmin,
 	// OriginDiscovery), so that each source reconciles only its own.
 	Origin string
+	// APIKey, when set, is sent as "Authorization: Bearer APIKEY" on every
+	// request to the worker (completions, health, models, telemetry).
+	APIKey string
 }
 
 // The origins of a worker: each source of membership changes only the
@@ -54,6 +57,8 @@ type Worker struct {
 	engine     Engine
 	dpRanks    int
 	origin     string
+	apiKey     string
+	auth       []string // the Authorization header value, nil without a key
 	generation atomic.Uint64
 
 	desc     atomic.Pointer[descriptor]
@@ -83,7 +88,11 @@ func newWorker(s Spec, generation uint64, breaker *Breaker) (*Worker, error) {
 		engine:  s.Engine,
 		dpRanks: max(s.DPRanks, 1),
 		origin:  s.Origin,
+		apiKey:  s.APIKey,
 		breaker: breaker,
+	}
+	if s.APIKey != "" {
+		w.auth = []string{"Bearer " + s.APIKey}
 	}
 	w.generation.Store(generation)
 	w.desc.Store(&descriptor{models: slices.Clone(s.Models), maxRunning: s.MaxRunning, revision: 1})

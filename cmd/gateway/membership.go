@@ -18,7 +18,7 @@ import (
 func configSpec(w config.Worker) workers.Spec {
 	return workers.Spec{
 		ID: w.ID, URL: w.URL, Models: w.Models, Engine: workers.Engine(w.Engine),
-		MaxRunning: w.MaxRunning, DPRanks: w.DPRanks, Origin: workers.OriginConfig,
+		MaxRunning: w.MaxRunning, DPRanks: w.DPRanks, Origin: workers.OriginConfig, APIKey: w.APIKey,
 	}
 }
 
@@ -37,7 +37,7 @@ func (a *app) mountAdmin() {
 // and the validation of a workers[] entry of the config file.
 func checkWorkerEntry(e *handlers.WorkerEntry) []handlers.FieldProblem {
 	w := config.Worker{ID: e.ID, URL: e.URL, Models: e.Models, Engine: e.Engine,
-		MaxRunning: e.MaxRunning, DPRanks: e.DPRanks}.WithDefaults()
+		MaxRunning: e.MaxRunning, DPRanks: e.DPRanks, APIKey: e.APIKey}.WithDefaults()
 	e.Engine, e.DPRanks = w.Engine, w.DPRanks
 	var out []handlers.FieldProblem
 	for _, p := range config.ValidateWorker(w) {
@@ -54,7 +54,7 @@ func (a *app) newDiscovery() error {
 	}
 	dns, err := discovery.NewDNS(discovery.Options{
 		Name: d.Name, Port: d.Port, Interval: d.Interval, Scheme: d.Scheme,
-		Engine: workers.Engine(d.Engine), Models: d.Models, MaxRunning: d.MaxRunning, DPRanks: d.DPRanks,
+		Engine: workers.Engine(d.Engine), Models: d.Models, MaxRunning: d.MaxRunning, DPRanks: d.DPRanks, APIKey: d.APIKey,
 		IPFamily: d.IPFamily, RemoveAfter: d.RemoveAfter,
 		Logger: a.log, Metrics: a.metrics,
 	}, a.registry)
