@@ -38,16 +38,9 @@ func (c *FleetCapacity) Available() int {
 }
 
 func (c *FleetCapacity) headroom(w *workers.Worker, now time.Time) int {
-	s, ok := w.Sample()
-	maxRunning := w.MaxRunningHint()
-	if ok && s.MaxRunning > 0 {
-		maxRunning = s.MaxRunning
+	l := workerLoad(w)
+	if l.Fresh(now, c.MaxAge) {
+		return l.Headroom(true, c.Router.ReservedSince(w.ID(), l.SampledAt))
 	}
-	if maxRunning <= 0 {
-		return 0
-	}
-	if ok && s.Complete && s.Fresh(now, c.MaxAge) {
-		return maxRunning - s.Running - s.Waiting - c.Router.ReservedSince(w.ID(), s.At)
-	}
-	return maxRunning - w.Inflight()
+	return l.Headroom(false, 0)
 }

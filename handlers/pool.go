@@ -23,15 +23,22 @@ func (p registryPool) Candidates(model string, dst []routing.Endpoint) []routing
 			continue
 		}
 		id := w.Identity()
-		load := routing.Load{KVUsage: -1, MaxRunning: w.MaxRunningHint(), Inflight: w.Inflight()}
-		if s, ok := w.Sample(); ok {
-			load.Running, load.Waiting, load.KVUsage = s.Running, s.Waiting, s.KVUsage
-			load.SampledAt, load.Complete = s.At, s.Complete
-			if s.MaxRunning > 0 {
-				load.MaxRunning = s.MaxRunning
-			}
-		}
-		dst = append(dst, routing.Endpoint{ID: id.ID, Generation: id.Generation, Revision: id.Revision, Load: load})
+		dst = append(dst, routing.Endpoint{ID: id.ID, Generation: id.Generation, Revision: id.Revision, Load: workerLoad(w)})
 	}
 	return dst
+}
+
+// workerLoad is a worker's load as routing sees it: its last
+// telemetry sample, the configured max_running when telemetry reports none,
+// and this gateway's in-flight count.
+func workerLoad(w *workers.Worker) routing.Load {
+	load := routing.Load{KVUsage: -1, MaxRunning: w.MaxRunningHint(), Inflight: w.Inflight()}
+	if s, ok := w.Sample(); ok {
+		load.Running, load.Waiting, load.KVUsage = s.Running, s.Waiting, s.KVUsage
+		load.SampledAt, load.Complete = s.At, s.Complete
+		if s.MaxRunning > 0 {
+			load.MaxRunning = s.MaxRunning
+		}
+	}
+	return load
 }

@@ -7,9 +7,6 @@ import (
 
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
-
-	"github.com/kvgate/kvgate/routing"
-	"github.com/kvgate/kvgate/workers"
 )
 
 // statusInterval is how often the status history samples the fleet.
@@ -162,19 +159,4 @@ func labelValue(m *dto.Metric, name string) string {
 		}
 	}
 	return ""
-}
-
-// workerLoad is a worker's load as routing sees it (registryPool): its last
-// telemetry sample, the configured max_running when telemetry reports none,
-// and this gateway's in-flight count.
-func workerLoad(w *workers.Worker) routing.Load {
-	load := routing.Load{KVUsage: -1, MaxRunning: w.MaxRunningHint(), Inflight: w.Inflight()}
-	if s, ok := w.Sample(); ok {
-		load.Running, load.Waiting, load.KVUsage = s.Running, s.Waiting, s.KVUsage
-		load.SampledAt, load.Complete = s.At, s.Complete
-		if s.MaxRunning > 0 {
-			load.MaxRunning = s.MaxRunning
-		}
-	}
-	return load
 }

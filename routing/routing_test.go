@@ -279,3 +279,14 @@ func TestPowerOfTwoDoesNotMistakeUnknownForHeadroom(t *testing.T) {
 		d.Done(OutcomeSuccess)
 	}
 }
+
+// One formula for a worker's free slots: fresh telemetry less what was
+// routed since, else the configured capacity less the gateway's in-flight;
+// unknown capacity is none.
+func TestLoadHeadroom(t *testing.T) {
+	l := Load{Running: 3, Waiting: 2, MaxRunning: 8, Inflight: 6}
+	assert.Equal(t, 1, l.Headroom(true, 2))
+	assert.Equal(t, -3, l.Headroom(true, 6), "over capacity is negative")
+	assert.Equal(t, 2, l.Headroom(false, 99), "without fresh telemetry reservations are the in-flight count")
+	assert.Zero(t, Load{Inflight: 1}.Headroom(false, 0), "unknown capacity")
+}

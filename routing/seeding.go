@@ -85,7 +85,7 @@ func issuableHeadroom(c *Candidate, now time.Time, maxAge time.Duration) (int, b
 	if !c.Load.Fresh(now, maxAge) || c.Load.MaxRunning <= 0 {
 		return 0, false
 	}
-	return c.Load.MaxRunning - c.Load.Running - c.Load.Waiting - c.ReservedReqs, true
+	return c.Load.Headroom(true, c.ReservedReqs), true
 }
 
 // trySeed is called when the ordinary path would hold the request on a full

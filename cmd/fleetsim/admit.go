@@ -57,11 +57,10 @@ func (a *admitter) init(f *fleet) error {
 		parts[i] = admission.Partition{Name: p.Name, Weight: p.Weight}
 	}
 	capacity := &fleetCapacity{
-		pool:       f.pool,
-		router:     f.router,
-		maxRunning: f.cfg.Engine.MaxRunning,
-		maxAge:     f.cfg.TelemetryMaxAge,
-		now:        a.clock.Now,
+		pool:   f.pool,
+		router: f.router,
+		maxAge: f.cfg.TelemetryMaxAge,
+		now:    a.clock.Now,
 	}
 	sched, err := admission.NewScheduler(admission.Config{
 		Mode:                 f.cfg.Admission.Mode,

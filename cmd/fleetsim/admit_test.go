@@ -215,7 +215,7 @@ func TestFleetCapacityCountsIssuableHeadroom(t *testing.T) {
 	var now time.Duration
 	pool := newTelemetryPool(3, 4)
 	router := routing.NewRouter(&routing.RoundRobin{}, routing.Options{Clock: func() time.Time { return epoch.Add(now) }})
-	c := &fleetCapacity{pool: pool, router: router, maxRunning: 4, maxAge: 5 * time.Second, now: func() time.Time { return epoch.Add(now) }}
+	c := &fleetCapacity{pool: pool, router: router, maxAge: 5 * time.Second, now: func() time.Time { return epoch.Add(now) }}
 
 	assert.Equal(t, 12, c.Available(), "no telemetry yet, nothing in flight: the configured slots")
 	pool.endpoints[0].Load = routing.Load{Running: 1, Waiting: 1, MaxRunning: 4, SampledAt: epoch, Complete: true}

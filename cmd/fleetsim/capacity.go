@@ -16,11 +16,10 @@ import (
 // requests. A worker over its capacity counts 0, never less. Every
 // simulated worker is healthy and routable, and its slots are known.
 type fleetCapacity struct {
-	pool       *telemetryPool
-	router     *routing.Router
-	maxRunning int // the engines' configured slots: the gateway's max_running hint
-	maxAge     time.Duration
-	now        func() time.Time
+	pool   *telemetryPool
+	router *routing.Router
+	maxAge time.Duration
+	now    func() time.Time
 }
 
 var _ admission.Capacity = (*fleetCapacity)(nil)
@@ -36,13 +35,8 @@ func (c *fleetCapacity) Available() int {
 }
 
 func (c *fleetCapacity) headroom(e *routing.Endpoint, now time.Time) int {
-	l := &e.Load
-	maxRunning := c.maxRunning
-	if l.MaxRunning > 0 {
-		maxRunning = l.MaxRunning
+	if l := &e.Load; l.Fresh(now, c.maxAge) {
+		return l.Headroom(true, c.router.ReservedSince(e.ID, l.SampledAt))
 	}
-	if l.Fresh(now, c.maxAge) {
-		return maxRunning - l.Running - l.Waiting - c.router.ReservedSince(e.ID, l.SampledAt)
-	}
-	return maxRunning - l.Inflight
+	return e.Load.Headroom(false, 0)
 }
