@@ -30,10 +30,8 @@ var _ Resolver = (*net.Resolver)(nil)
 // Registry is what discovery changes: *workers.Registry.
 type Registry interface {
 	Workers() []*workers.Worker
-	Add(workers.Spec) (*workers.Worker, error)
-	Replace(workers.Spec) (*workers.Worker, error)
+	Apply(workers.Spec) (workers.Applied, error)
 	Retire(id string) (*workers.Worker, bool)
-	Restore(id string) (*workers.Worker, bool)
 }
 
 var _ Registry = (*workers.Registry)(nil)
@@ -85,10 +83,6 @@ type DNS struct {
 	// missing counts, per discovered worker not yet retiring, the
 	// successful lookups in a row its address was missing from.
 	missing map[string]int
-	// retired holds the workers this discoverer retired, until they are
-	// removed or restored: only those it restores when their address
-	// comes back.
-	retired map[string]*workers.Worker
 }
 
 // Lookup results, the values of kvgate_discovery_lookups_total{result}.
@@ -137,7 +131,6 @@ func NewDNS(opts Options, reg Registry) (*DNS, error) {
 		}),
 		skipped: map[string]bool{},
 		missing: map[string]int{},
-		retired: map[string]*workers.Worker{},
 	}
 	for _, r := range []string{resultOK, resultEmpty, resultError} {
 		d.lookups.WithLabelValues(r)
@@ -293,51 +286,34 @@ func (d *DNS) reconcile(addrs []netip.AddrPort) {
 	for _, addr := range addrs {
 		s := d.spec(addr)
 		want[s.ID] = true
-		w := current[s.ID]
+		if w := current[s.ID]; w != nil && w.Origin() == workers.OriginDiscovery && !w.Removing() {
+			continue // there, and discovery's spec never changes while it runs
+		}
+		// New, or back before its drain ended: the same pod back from a
+		// readiness blip keeps its generation and prefix ownership. (Another
+		// pod that took over the address shows as a restarted engine: its
+		// cache counters go backwards, and that bumps the generation.)
+		applied, err := d.reg.Apply(s)
 		switch {
-		case w == nil:
-			if _, err := d.reg.Add(s); err != nil {
-				d.opts.Logger.Warn("discovery: could not add worker", "worker", s.ID, "error", err)
-				continue
-			}
-			added = append(added, s.ID)
-		case w.Origin() != workers.OriginDiscovery:
+		case errors.Is(err, workers.ErrOtherOrigin):
 			if !d.skipped[s.ID] {
 				d.skipped[s.ID] = true
 				d.opts.Logger.Warn("discovery: address skipped: a worker of another origin has its id",
-					"worker", s.ID, "origin", w.Origin())
+					"worker", s.ID, "origin", current[s.ID].Origin())
 			}
-		case w.Removing():
-			// Back before its drain ended. One this discoverer retired, with
-			// the same spec, is the same pod back from a readiness blip: keep
-			// it, and its generation and prefix ownership. (Another pod that
-			// took over the address shows as a restarted engine: its cache
-			// counters go backwards, and that bumps the generation.)
-			if d.retired[s.ID] == w && w.ChangeTo(s) == workers.ChangeNone {
-				if _, ok := d.reg.Restore(s.ID); ok {
-					delete(d.retired, s.ID)
-					restored = append(restored, s.ID)
-					continue
-				}
-			}
-			// Retired by someone else, or removed since the snapshot: a
-			// fresh incarnation (Replace adds one when none is left).
-			if _, err := d.reg.Replace(s); err != nil {
-				d.opts.Logger.Warn("discovery: could not re-add worker", "worker", s.ID, "error", err)
-				continue
-			}
-			delete(d.retired, s.ID)
+		case err != nil:
+			d.opts.Logger.Warn("discovery: could not add worker", "worker", s.ID, "error", err)
+		case applied == workers.AppliedAdded:
+			added = append(added, s.ID)
+		case applied == workers.AppliedRestored:
+			restored = append(restored, s.ID)
+		case applied == workers.AppliedReplaced:
 			readmitted = append(readmitted, s.ID)
 		}
 	}
 	for id := range d.skipped {
 		if !want[id] || current[id] == nil || current[id].Origin() == workers.OriginDiscovery {
 			delete(d.skipped, id)
-		}
-	}
-	for id, w := range d.retired {
-		if current[id] != w {
-			delete(d.retired, id) // removed, or replaced: nothing left to restore
 		}
 	}
 	for id := range d.missing {
@@ -362,7 +338,6 @@ func (d *DNS) reconcile(addrs []netip.AddrPort) {
 		}
 		delete(d.missing, id)
 		if _, ok := d.reg.Retire(id); ok {
-			d.retired[id] = w
 			retired = append(retired, id)
 		}
 	}

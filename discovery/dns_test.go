@@ -319,7 +319,10 @@ func TestAWorkerBackWhileRetiringIsRestored(t *testing.T) {
 
 // A discovered worker retiring for another reason than discovery's own is
 // not discovery's to restore: its address back makes a fresh incarnation.
-func TestAWorkerRetiredByAnotherIsReplaced(t *testing.T) {
+// A retiring worker whose address comes back under another spec (the
+// gateway restarted with another engine for discovery, say) is a new
+// incarnation, not a restored one.
+func TestAWorkerBackWithAnotherSpecIsReplaced(t *testing.T) {
 	res := &fakeResolver{ips: map[string][]string{}}
 	reg := offlineRegistry(t)
 	d, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res}, reg)
@@ -329,11 +332,13 @@ func TestAWorkerRetiredByAnotherIsReplaced(t *testing.T) {
 	_, ok := reg.Retire("10.0.0.1:8000")
 	require.True(t, ok)
 
-	require.NoError(t, d.Sync(t.Context()))
+	sglang, _ := newTestDNS(t, Options{Name: "vllm.test", Port: 8000, Interval: time.Second, Resolver: res, Engine: workers.EngineSGLang}, reg)
+	require.NoError(t, sglang.Sync(t.Context()))
 	back := reg.Get("10.0.0.1:8000")
 	require.NotNil(t, back)
 	assert.NotSame(t, old, back)
 	assert.False(t, back.Draining())
+	assert.Equal(t, workers.EngineSGLang, back.Engine())
 	assert.Greater(t, back.Identity().Generation, old.Identity().Generation, "a new incarnation")
 }
 

@@ -1,6 +1,7 @@
 package workers
 
 import (
+	"errors"
 	"fmt"
 	"net/url"
 	"slices"
@@ -205,6 +206,67 @@ func (r *Registry) Update(s Spec) (*Worker, bool) {
 		r.changed()
 	}
 	return w, true
+}
+
+// Applied is what Apply did.
+type Applied int
+
+const (
+	// AppliedNone: the worker already matched.
+	AppliedNone Applied = iota
+	// AppliedAdded: a new worker.
+	AppliedAdded
+	// AppliedRestored: a retirement taken back (same incarnation, same
+	// generation, its prefixes kept), then updated if need be.
+	AppliedRestored
+	// AppliedUpdated in place: a new revision.
+	AppliedUpdated
+	// AppliedReplaced by a new incarnation: a new generation.
+	AppliedReplaced
+)
+
+// ErrOtherOrigin is Apply's refusal of a spec whose id is held by a worker
+// another source of membership registered.
+var ErrOtherOrigin = errors.New("worker id held by a worker of another origin")
+
+// Apply makes the registry hold a worker that matches s, changing as little
+// as it can: it adds one, takes back a retirement (a worker listed again
+// before its drain ended keeps its cache), updates models and capacity in
+// place, or replaces the incarnation when the URL, engine, data-parallel size
+// or key changed. It is the one step every source of membership (config
+// reload, DNS discovery) reconciles with; each touches only workers of its
+// own origin (s.Origin), and others are ErrOtherOrigin. An operator's drain
+// stands (Restore never undoes it).
+func (r *Registry) Apply(s Spec) (Applied, error) {
+	w := r.Get(s.ID)
+	if w == nil {
+		_, err := r.Add(s)
+		return AppliedAdded, err
+	}
+	if w.Origin() != s.Origin {
+		return AppliedNone, ErrOtherOrigin
+	}
+	change := w.ChangeTo(s)
+	if change == ChangeReplace {
+		_, err := r.Replace(s)
+		return AppliedReplaced, err
+	}
+	applied := AppliedNone
+	if w.Removing() {
+		if _, ok := r.Restore(s.ID); !ok {
+			// Removed since Get: a fresh incarnation (Replace adds one).
+			_, err := r.Replace(s)
+			return AppliedReplaced, err
+		}
+		applied = AppliedRestored
+	}
+	if change == ChangeUpdate {
+		r.Update(s)
+		if applied == AppliedNone {
+			applied = AppliedUpdated
+		}
+	}
+	return applied, nil
 }
 
 // Change is what it takes to make a registered worker match a spec.

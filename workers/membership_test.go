@@ -335,3 +335,53 @@ func TestChangeTo(t *testing.T) {
 		})
 	}
 }
+
+// Apply, the step config reload and discovery reconcile with, changes as
+// little as it can: add, take back a retirement, update in place, or
+// replace; it never touches another origin's worker.
+func TestApplyChangesAsLittleAsItCan(t *testing.T) {
+	r := NewRegistry(Options{HealthInterval: time.Hour})
+	t.Cleanup(r.Close)
+	s := Spec{ID: "a", URL: "http://127.0.0.1:9", Models: []string{"m"}, Engine: EngineVLLM, Origin: OriginConfig}
+
+	applied, err := r.Apply(s)
+	require.NoError(t, err)
+	assert.Equal(t, AppliedAdded, applied)
+	w := r.Get("a")
+	gen := w.Identity().Generation
+
+	applied, err = r.Apply(s)
+	require.NoError(t, err)
+	assert.Equal(t, AppliedNone, applied)
+
+	release := w.Acquire() // keeps the retirement from finishing
+	_, ok := r.Retire("a")
+	require.True(t, ok)
+	more := s
+	more.MaxRunning = 16
+	applied, err = r.Apply(more)
+	require.NoError(t, err)
+	assert.Equal(t, AppliedRestored, applied, "listed again before its drain ended")
+	assert.Same(t, w, r.Get("a"))
+	assert.False(t, w.Removing())
+	assert.Equal(t, gen, w.Identity().Generation, "its cache is kept")
+	assert.Equal(t, 16, w.MaxRunningHint(), "and the update applied")
+	release()
+
+	more.Models = []string{"n"}
+	applied, err = r.Apply(more)
+	require.NoError(t, err)
+	assert.Equal(t, AppliedUpdated, applied)
+
+	moved := more
+	moved.URL = "http://127.0.0.1:10"
+	applied, err = r.Apply(moved)
+	require.NoError(t, err)
+	assert.Equal(t, AppliedReplaced, applied)
+	assert.Greater(t, r.Get("a").Identity().Generation, gen)
+
+	other := moved
+	other.Origin = OriginDiscovery
+	_, err = r.Apply(other)
+	assert.ErrorIs(t, err, ErrOtherOrigin)
+}

@@ -2,6 +2,7 @@ package main
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"os/signal"
@@ -182,41 +183,28 @@ func schedulerConfig(ac config.Admission, mode admission.Mode, parts []admission
 	}
 }
 
-// reconcileWorkers makes the registry's config workers equal to desired:
-// new ones are added (routable after a healthy check), removed ones drained
-// and then removed, one whose URL, engine or dp_ranks changed replaced by a
-// new incarnation (the old drains), and one whose models or max_running
-// changed updated in place. Workers of other origins are never touched.
+// reconcileWorkers makes the registry's config workers equal to desired,
+// entry by entry through Registry.Apply (added, restored, updated in place
+// or replaced), and retires those no longer listed (drained, then removed).
+// Workers of other origins are never touched.
 func (a *app) reconcileWorkers(desired []config.Worker) {
 	want := make(map[string]bool, len(desired))
 	var added, replaced, updated, draining []string
 	for _, cw := range desired {
 		s := configSpec(cw)
 		want[s.ID] = true
-		cur := a.registry.Get(s.ID)
-		var err error
+		applied, err := a.registry.Apply(s)
 		switch {
-		case cur == nil:
-			_, err = a.registry.Add(s)
-			added = append(added, s.ID)
-		case cur.Origin() != workers.OriginConfig:
-			a.log.Warn("config reload: worker id held by a worker of another origin; entry skipped",
-				"worker", s.ID, "origin", cur.Origin())
-		case cur.Removing():
-			_, err = a.registry.Replace(s) // back in the file before its drain ended
-			added = append(added, s.ID)
-		default:
-			switch cur.ChangeTo(s) {
-			case workers.ChangeReplace:
-				_, err = a.registry.Replace(s)
-				replaced = append(replaced, s.ID)
-			case workers.ChangeUpdate:
-				a.registry.Update(s)
-				updated = append(updated, s.ID)
-			}
-		}
-		if err != nil {
+		case errors.Is(err, workers.ErrOtherOrigin):
+			a.log.Warn("config reload: worker id held by a worker of another origin; entry skipped", "worker", s.ID)
+		case err != nil:
 			a.log.Error("config reload: worker not applied", "worker", s.ID, "error", err)
+		case applied == workers.AppliedAdded, applied == workers.AppliedRestored:
+			added = append(added, s.ID)
+		case applied == workers.AppliedReplaced:
+			replaced = append(replaced, s.ID)
+		case applied == workers.AppliedUpdated:
+			updated = append(updated, s.ID)
 		}
 	}
 	for _, w := range a.registry.Workers() {
