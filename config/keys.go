@@ -2,6 +2,7 @@ package config
 
 import (
 	"fmt"
+	"iter"
 	"reflect"
 	"strings"
 	"time"
@@ -17,24 +18,35 @@ type leaf struct {
 	Value reflect.Value
 }
 
+// keyFields yields the config keys of struct type t, in declaration order:
+// each field with a koanf tag, with its key path under prefix ("" for the
+// bare key). Every walk over the config's shape goes through it.
+func keyFields(t reflect.Type, prefix string) iter.Seq2[string, reflect.StructField] {
+	return func(yield func(string, reflect.StructField) bool) {
+		for i := range t.NumField() {
+			sf := t.Field(i)
+			key := sf.Tag.Get("koanf")
+			if key == "" {
+				continue
+			}
+			if prefix != "" {
+				key = prefix + "." + key
+			}
+			if !yield(key, sf) {
+				return
+			}
+		}
+	}
+}
+
 // walkLeaves calls fn for every scalar leaf of v (a struct value) in
 // declaration order. A slice of structs is walked once over its element type
 // with the path segment "name[]", so the reference documents list items too;
 // such leaves carry the element type's zero value or, for workers, the per-item
 // defaults.
 func walkLeaves(v reflect.Value, prefix string, fn func(leaf)) {
-	t := v.Type()
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		key := sf.Tag.Get("koanf")
-		if key == "" {
-			continue
-		}
-		path := key
-		if prefix != "" {
-			path = prefix + "." + key
-		}
-		fv := v.Field(i)
+	for path, sf := range keyFields(v.Type(), prefix) {
+		fv := v.FieldByIndex(sf.Index)
 		switch {
 		case sf.Type.Kind() == reflect.Struct && sf.Type != durationType:
 			walkLeaves(fv, path, fn)
@@ -72,11 +84,8 @@ func formatValue(v reflect.Value) string {
 // not define, as full key paths such as "routing.polcy" or "workers[1].urll".
 func unknownKeys(raw map[string]any, t reflect.Type, prefix string) []string {
 	known := map[string]reflect.StructField{}
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		if key := sf.Tag.Get("koanf"); key != "" {
-			known[key] = sf
-		}
+	for key, sf := range keyFields(t, "") {
+		known[key] = sf
 	}
 	var bad []string
 	for key, val := range raw {

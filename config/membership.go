@@ -88,22 +88,13 @@ func ChangedKeys(a, b Config) []string {
 }
 
 func changedKeys(a, b reflect.Value, prefix string, out *[]string) {
-	t := a.Type()
-	for i := range t.NumField() {
-		sf := t.Field(i)
-		key := sf.Tag.Get("koanf")
-		if key == "" {
-			continue
-		}
-		path := key
-		if prefix != "" {
-			path = prefix + "." + key
-		}
+	for path, sf := range keyFields(a.Type(), prefix) {
+		av, bv := a.FieldByIndex(sf.Index), b.FieldByIndex(sf.Index)
 		if sf.Type.Kind() == reflect.Struct && sf.Type != durationType {
-			changedKeys(a.Field(i), b.Field(i), path, out)
+			changedKeys(av, bv, path, out)
 			continue
 		}
-		if !reflect.DeepEqual(a.Field(i).Interface(), b.Field(i).Interface()) {
+		if !reflect.DeepEqual(av.Interface(), bv.Interface()) {
 			*out = append(*out, path)
 		}
 	}

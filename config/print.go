@@ -30,14 +30,10 @@ func toNode(v reflect.Value) *yamlv3.Node {
 		return &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: v.Interface().(time.Duration).String()}
 	case v.Kind() == reflect.Struct:
 		n := &yamlv3.Node{Kind: yamlv3.MappingNode}
-		for i := range v.NumField() {
-			sf := v.Type().Field(i)
-			key := sf.Tag.Get("koanf")
-			if key == "" {
-				continue
-			}
-			val := toNode(v.Field(i))
-			if sf.Tag.Get("secret") == "true" && !v.Field(i).IsZero() { // an unset secret stays unset
+		for key, sf := range keyFields(v.Type(), "") {
+			fv := v.FieldByIndex(sf.Index)
+			val := toNode(fv)
+			if sf.Tag.Get("secret") == "true" && !fv.IsZero() { // an unset secret stays unset
 				val = redacted(val)
 			}
 			n.Content = append(n.Content, &yamlv3.Node{Kind: yamlv3.ScalarNode, Value: key}, val)
