@@ -131,7 +131,8 @@ func (g *Gateway) fail(w http.ResponseWriter, rec *requestRecord, e *apiError) {
 
 // finish records the request's metrics and its log line.
 func (g *Gateway) finish(rec *requestRecord) {
-	elapsed := g.opts.Now().Sub(rec.start)
+	now := g.opts.Now()
+	elapsed := now.Sub(rec.start)
 	g.metrics.requests.WithLabelValues(rec.model, statusLabel(rec.status)).Inc()
 	g.metrics.duration.WithLabelValues(rec.model).Observe(elapsed.Seconds())
 	if rec.ttft > 0 {
@@ -146,7 +147,7 @@ func (g *Gateway) finish(rec *requestRecord) {
 	}
 	if w := g.opts.RequestLog; w != nil {
 		if g.opts.Logger.Enabled(context.Background(), level) {
-			writeRequestLine(w, requestLine{time: time.Now(), level: level, rec: rec, duration: elapsed})
+			writeRequestLine(w, requestLine{time: now, level: level, rec: rec, duration: elapsed})
 		}
 		return
 	}

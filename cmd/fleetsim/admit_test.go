@@ -253,3 +253,50 @@ func TestSeedingRedeemsProofsOnlyForSeedingPolicies(t *testing.T) {
 		require.NoError(t, f.run(context.Background()))
 	}
 }
+
+// --partitions splits a tenant-less workload: by prefix, every request
+// opening with the same block belongs to one tenant and tenants get blocks
+// in proportion to their weights; by request, each request is drawn.
+func TestAssignPartitions(t *testing.T) {
+	parts := []partitionSpec{{"a", 1}, {"b", 3}}
+	t.Run("by prefix", func(t *testing.T) {
+		var reqs []handRequest
+		for i := range 2000 {
+			reqs = append(reqs, handRequest{prompt: 64, output: 1, family: 1 + i%500}) // 500 openings, 4 requests each
+		}
+		wl := handWorkload(16, reqs...)
+		require.NoError(t, assignPartitions(wl, parts, partitionByPrefix, 1))
+		owner := map[uint64]string{}
+		for _, r := range wl.Requests {
+			if prev, ok := owner[r.Prefix[0]]; ok {
+				require.Equal(t, prev, r.Partition, "one tenant per opening block")
+			}
+			owner[r.Prefix[0]] = r.Partition
+		}
+		b := 0
+		for _, p := range owner {
+			if p == "b" {
+				b++
+			}
+		}
+		require.Len(t, owner, 500)
+		assert.InDelta(t, 0.75, float64(b)/float64(len(owner)), 0.06, "openings split by weight")
+	})
+	t.Run("by request", func(t *testing.T) {
+		wl := genWorkload(t, "hot-prefix", 4000)
+		require.NoError(t, assignPartitions(wl, parts, partitionByRequest, 1))
+		b := 0
+		for _, r := range wl.Requests {
+			if r.Partition == "b" {
+				b++
+			}
+		}
+		assert.InDelta(t, 0.75, float64(b)/float64(len(wl.Requests)), 0.03, "requests split by weight, whatever their prompt")
+	})
+	t.Run("new weights for a workload's own tenants", func(t *testing.T) {
+		wl := genWorkload(t, "incident", 100)
+		require.NoError(t, overrideWeights(wl, []partitionSpec{{"hot", 5}, {"bg1", 1}, {"bg2", 1}, {"idle", 2}}))
+		assert.Equal(t, 5.0, wl.Partitions[0].Weight)
+		assert.Error(t, overrideWeights(wl, []partitionSpec{{"hot", 1}}), "every partition the workload sends in must be named")
+	})
+}

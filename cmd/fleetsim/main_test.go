@@ -190,3 +190,21 @@ func assertWellFormedXML(t *testing.T, b []byte) {
 		}
 	}
 }
+
+// A trace split into tenants reports each one.
+func TestTracePartitionsAreReported(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.json")
+	out := runCLI(t, "--trace", testTrace, "--workers", "2", "--policies", "least_load",
+		"--partitions", "gold:3,free:1", "--admission", "enforce", "--json", path)
+	assert.Contains(t, out, "partitions (admission enforce)")
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	var rep report
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Len(t, rep.Results, 1)
+	parts := rep.Results[0].Partitions
+	require.Len(t, parts, 2)
+	assert.Equal(t, []string{"gold", "free"}, []string{parts[0].Name, parts[1].Name})
+	assert.Equal(t, rep.Results[0].Completed, parts[0].Completed+parts[1].Completed)
+	assert.Equal(t, "enforce", rep.Admission.Mode)
+}
