@@ -85,7 +85,8 @@ func NewAdmin(opts AdminOptions) http.Handler {
 		d := sha256.Sum256([]byte(opts.Token))
 		a.token = &d
 	} else {
-		a.open = loopbackListen(opts.Listen)
+		// Listening on a loopback address only: reachable from this host alone.
+		a.open = loopbackHost(opts.Listen)
 	}
 	r := chi.NewRouter()
 	r.Use(a.authorize)
@@ -97,20 +98,6 @@ func NewAdmin(opts AdminOptions) http.Handler {
 	r.Delete("/workers/{id}", a.retire)
 	r.Post("/workers/{id}/drain", a.drain)
 	return r
-}
-
-// loopbackListen reports whether the gateway listens on a loopback address
-// only, where an admin API without a token is reachable from this host alone.
-func loopbackListen(listen string) bool {
-	host, _, err := net.SplitHostPort(listen)
-	if err != nil {
-		return false
-	}
-	if strings.EqualFold(host, "localhost") {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
 }
 
 // authorize admits requests with the admin token, compared in constant time
@@ -148,8 +135,9 @@ func (a *admin) authorize(next http.Handler) http.Handler {
 	})
 }
 
-// loopbackHost reports whether a request's Host names this machine by a
-// loopback address or "localhost" (with or without a port).
+// loopbackHost reports whether host (a request's Host, or a listen
+// address) names this machine by a loopback address or "localhost", with or
+// without a port.
 func loopbackHost(host string) bool {
 	if h, _, err := net.SplitHostPort(host); err == nil {
 		host = h

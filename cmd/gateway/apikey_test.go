@@ -83,5 +83,7 @@ func TestWorkerAPIKeysThroughTheGateway(t *testing.T) {
 	listed, _ := io.ReadAll(list.Body)
 	list.Body.Close()
 	assert.NotContains(t, string(listed), "engine-key")
+	require.Eventually(t, func() bool { return strings.Contains(g.logText(), "admin: worker added") }, 5*time.Second, 10*time.Millisecond,
+		"the log holds the add (flushed)")
 	assert.NotContains(t, g.logText(), "engine-key", "keys are never logged")
 }
