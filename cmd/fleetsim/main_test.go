@@ -208,3 +208,24 @@ func TestTracePartitionsAreReported(t *testing.T) {
 	assert.Equal(t, rep.Results[0].Completed, parts[0].Completed+parts[1].Completed)
 	assert.Equal(t, "enforce", rep.Admission.Mode)
 }
+
+// TestColdPrefixCoalescingSetsTheHotPrefixQueueFloor pins what docs/routing.md
+// says of hot-prefix's max waiting: in the first second the first worker to
+// take the 8k prompt prefills it cold for one long step, and both
+// prefix-affine policies send every hot request of that step to it, so they
+// share one max waiting; a policy that spreads a cold prefix stays far below.
+func TestColdPrefixCoalescingSetsTheHotPrefixQueueFloor(t *testing.T) {
+	path := filepath.Join(t.TempDir(), "out.json")
+	runCLI(t, "--workload", "hot-prefix", "--duration", "1s", "--seed", "1",
+		"--policies", "cache_aware,sglang_cache_aware,round_robin", "--json", path)
+	var rep report
+	b, err := os.ReadFile(path)
+	require.NoError(t, err)
+	require.NoError(t, json.Unmarshal(b, &rep))
+	require.Len(t, rep.Results, 3)
+	ca, sg, rr := rep.Results[0], rep.Results[1], rep.Results[2]
+	assert.Equal(t, sg.MaxWaiting, ca.MaxWaiting, "both coalesce the cold prefix on its first owner")
+	assert.GreaterOrEqual(t, ca.MaxWaiting, 15, "a 0.44 s cold step at 48 hot requests/s")
+	assert.LessOrEqual(t, 3*rr.MaxWaiting, ca.MaxWaiting, "spreading the cold prefix avoids the queue: round_robin %d", rr.MaxWaiting)
+	assert.Less(t, rr.HitRate, ca.HitRate, "and pays for it in recomputed prompts")
+}
