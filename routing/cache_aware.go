@@ -1,5 +1,7 @@
 package routing
 
+import "slices"
+
 // Decision labels of cache_aware.
 const (
 	// LabelOwnerHit: a suitable owner of the longest matched prefix took it.
@@ -45,6 +47,9 @@ type CacheAware struct {
 	load     []ownerLoad
 	others   []Candidate
 	otherIdx []int
+	barred   []string
+	kept     []Candidate
+	keptIdx  []int
 }
 
 // ownerLoad is an owner's pressure, or unknown.
@@ -70,8 +75,35 @@ func (*CacheAware) Name() string { return "cache_aware" }
 // Index is the policy's ownership index.
 func (p *CacheAware) Index() *Index { return p.index }
 
-// Select implements Policy.
+// Select implements Policy. A worker whose distribution seed of this prefix
+// (or of an ancestor) failed is quarantined: it is not a candidate for the
+// request at all, unless every candidate is.
 func (p *CacheAware) Select(req *Request, cands []Candidate, s *Scratch) (int, Label) {
+	if p.seeding == nil {
+		return p.selectAmong(req, cands, s)
+	}
+	p.barred = p.seeding.barred(req.Prefix, s.Now, p.barred[:0])
+	if len(p.barred) == 0 {
+		return p.selectAmong(req, cands, s)
+	}
+	p.kept, p.keptIdx = p.kept[:0], p.keptIdx[:0]
+	for i := range cands {
+		if !slices.Contains(p.barred, cands[i].ID) {
+			p.kept = append(p.kept, cands[i])
+			p.keptIdx = append(p.keptIdx, i)
+		}
+	}
+	if len(p.kept) == 0 {
+		return p.selectAmong(req, cands, s)
+	}
+	i, label := p.selectAmong(req, p.kept, s)
+	if i < 0 {
+		return i, label
+	}
+	return p.keptIdx[i], label
+}
+
+func (p *CacheAware) selectAmong(req *Request, cands []Candidate, s *Scratch) (int, Label) {
 	avg := p.avg.observe(s.Work)
 	if len(req.Prefix) == 0 {
 		return PowerOfTwo(cands, s, avg), LabelColdP2C
@@ -161,8 +193,9 @@ func (p *CacheAware) pressured(req *Request, matched, ownerCount int, cands []Ca
 	dest := cands[i].ID
 	prot.spill(dest, s.Now, p.cfg.SpillCooldown)
 	p.spills.put(key, prot, s.Now)
-	p.index.Record(req.Prefix[:matched], dest, KindProvisional, s.Now, p.cfg.SpillCooldown)
-	p.record(req.Prefix, dest, s, 0)
+	// The destination is a provisional owner of the whole chain: it has
+	// computed none of it yet, and it has the prefix's one spill.
+	s.Matched, s.Stamp = 0, p.index.Record(req.Prefix, dest, KindProvisional, s.Now, p.cfg.SpillCooldown)
 	return i, LabelPressureSpill
 }
 
@@ -205,12 +238,10 @@ func (p *CacheAware) leastPressuredOwner() int {
 
 // record marks the chosen worker as an approximate owner of the request's
 // whole prefix (the next request that extends it finds it there) and tells
-// the router what the decision matched and what to withdraw if the request
-// fails: the blocks the worker did not hold before (held: how many leading
-// blocks it did).
-func (p *CacheAware) record(prefix []uint64, worker string, s *Scratch, held int) {
-	p.index.Record(prefix, worker, KindApproximate, s.Now, 0)
-	s.Matched, s.Held, s.Recorded = held, held, true
+// the router what the decision matched (the leading blocks the chosen
+// worker was found to hold) and what to withdraw if the request fails.
+func (p *CacheAware) record(prefix []uint64, worker string, s *Scratch, matched int) {
+	s.Matched, s.Stamp = matched, p.index.Record(prefix, worker, KindApproximate, s.Now, 0)
 }
 
 // ownerPressure is a candidate's pressure and whether it is known. Without
@@ -222,7 +253,7 @@ func ownerPressure(c *Candidate) (float64, bool) {
 		return pr, true
 	}
 	if c.Load.MaxRunning > 0 {
-		return float64(c.Load.Inflight) / float64(c.Load.MaxRunning), true
+		return float64(c.InflightReqs) / float64(c.Load.MaxRunning), true
 	}
 	return 0, false
 }

@@ -62,10 +62,24 @@ const maxOwnersPerBlock = 6
 
 type blockOwner struct {
 	slot    uint16 // worker slot + 1; 0 = empty
+	gen     uint16 // the slot's generation when recorded: a removed worker's entries lapse at once
+	stamp   uint16 // the Record call that last wrote it (low bits of Index.seq), for Withdraw
 	kind    OwnerKind
-	gen     uint8  // the slot's generation when recorded: a removed worker's entries lapse at once
 	lastUse uint32 // ticks
 	until   uint32 // provisional: ticks until which the kind holds
+}
+
+// Stamp is what one Record call did, so that a request that fails can take
+// back exactly that (Withdraw): the worker's slot and incarnation, how many
+// leading blocks of the prefix the worker already held, and the call's own
+// mark on the records it wrote. The zero Stamp withdraws nothing.
+type Stamp struct {
+	// Held is how many leading blocks of the prefix the worker held, valid
+	// and visible, before the call.
+	Held int
+	slot uint16 // slot + 1; 0 = nothing recorded
+	gen  uint16
+	seq  uint16
 }
 
 // entry is one block: no pointers, so the slab is never scanned by the GC.
@@ -91,9 +105,10 @@ type Index struct {
 
 	workers    []string // slot → worker id ("" = free)
 	workerSlot map[string]uint16
-	slotGen    []uint8 // slot → generation, bumped when its worker is removed
-	blocks     []int   // slot → blocks owned, for policies that weigh a worker's cache size
-	allow      []bool  // scratch: the slots Match may answer with
+	slotGen    []uint16 // slot → generation, bumped when its worker is removed
+	seq        uint16   // Record calls, wrapping: the stamp of the records each writes
+	blocks     []int    // slot → blocks owned, for policies that weigh a worker's cache size
+	allow      []bool   // scratch: the slots Match may answer with
 }
 
 // NewIndex returns an index of at most maxBlocks blocks whose approximate
@@ -236,35 +251,68 @@ func (x *Index) anyVisible(e *entry, t uint32) bool {
 
 // Record marks worker as an owner of every block of prefix. A provisional
 // record holds its kind until now+hold; an approximate one refreshes the
-// last use of an existing provisional owner without demoting it.
-func (x *Index) Record(prefix []uint64, worker string, kind OwnerKind, now time.Time, hold time.Duration) {
+// last use of an existing provisional owner without demoting it. A seeding
+// record never hides ownership the worker already has: it only adds the
+// blocks the worker lacks, and any visible kind later replaces it.
+//
+// The Stamp it returns lets the request that caused it withdraw what it
+// added if the worker never computed it (Withdraw).
+func (x *Index) Record(prefix []uint64, worker string, kind OwnerKind, now time.Time, hold time.Duration) Stamp {
 	if len(prefix) == 0 {
-		return
+		return Stamp{}
 	}
 	x.mu.Lock()
 	defer x.mu.Unlock()
-	slot := x.slotFor(worker)
-	t := x.tick(now)
-	until := t + uint32(hold/indexTick)
-	for i := len(prefix) - 1; i >= 0; i-- { // deepest first: see Match
-		e := x.entryFor(prefix[i])
-		x.setOwner(x.at(e), slot, kind, t, until)
-	}
+	return x.recordLocked(prefix, x.slotFor(worker), kind, now, hold)
 }
 
-func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32) {
+func (x *Index) recordLocked(prefix []uint64, slot uint16, kind OwnerKind, now time.Time, hold time.Duration) Stamp {
+	t := x.tick(now)
+	until := t + uint32(hold/indexTick)
+	x.seq++
+	held := len(prefix)
+	for i := len(prefix) - 1; i >= 0; i-- { // deepest first: see Match
+		e := x.entryFor(prefix[i])
+		if !x.setOwner(x.at(e), slot, kind, t, until) {
+			held = i
+		}
+	}
+	return Stamp{Held: held, slot: slot + 1, gen: x.slotGen[slot], seq: x.seq}
+}
+
+// rank orders kinds for an existing record: a stronger word replaces a
+// weaker one, never the reverse. A seed in flight is the weakest (the worker
+// has not computed the blocks yet); the engine's own report the strongest.
+func (k OwnerKind) rank() int {
+	switch k {
+	case KindApproximate:
+		return 1
+	case KindProvisional:
+		return 2
+	case KindAuthoritative:
+		return 3
+	}
+	return 0
+}
+
+// setOwner records slot as an owner of e, stamped with the current Record
+// call, and reports whether slot held e, valid and visible, before.
+func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32) (held bool) {
 	free, oldest := -1, -1
 	for j := range e.owners {
 		o := &e.owners[j]
 		if o.slot == slot+1 && x.current(o) {
+			held = x.valid(o, t) && o.kind != KindSeeding
 			o.lastUse = t
-			if kind > o.kind || (kind == KindProvisional && until > o.until) {
-				if o.kind != KindAuthoritative {
-					o.kind = kind
-					o.until = until
-				}
+			o.stamp = x.seq
+			switch {
+			case o.kind == KindAuthoritative:
+			case kind.rank() > o.kind.rank():
+				o.kind, o.until = kind, until
+			case kind == KindProvisional && o.kind == KindProvisional:
+				o.until = max(o.until, until)
 			}
-			return
+			return held
 		}
 		if !x.valid(o, t) {
 			x.drop(o)
@@ -277,13 +325,59 @@ func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32)
 	}
 	if free < 0 {
 		if oldest < 0 {
-			return // every owner authoritative: the engine's word stands
+			return false // every owner authoritative: the engine's word stands
 		}
 		x.drop(&e.owners[oldest])
 		free = oldest
 	}
-	e.owners[free] = blockOwner{slot: slot + 1, kind: kind, gen: x.slotGen[slot], lastUse: t, until: until}
+	e.owners[free] = blockOwner{slot: slot + 1, gen: x.slotGen[slot], stamp: x.seq, kind: kind, lastUse: t, until: until}
 	x.blocks[slot]++
+	return false
+}
+
+// Withdraw takes back what the Record call that returned st added: the
+// records of prefix[st.Held:] that call wrote, unless another Record has
+// written them since (a request that did reach the worker), and never an
+// authoritative one. Records of an incarnation since removed are already
+// gone.
+func (x *Index) Withdraw(prefix []uint64, st Stamp) {
+	if st.slot == 0 || st.Held >= len(prefix) {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	if x.slotGen[st.slot-1] != st.gen {
+		return
+	}
+	for _, h := range prefix[st.Held:] {
+		e, ok := x.slots[h]
+		if !ok {
+			continue
+		}
+		en := x.at(e)
+		for j := range en.owners {
+			o := &en.owners[j]
+			if o.slot == st.slot && o.gen == st.gen && o.stamp == st.seq && o.kind != KindAuthoritative {
+				x.drop(o)
+			}
+		}
+	}
+}
+
+// Commit records the worker of st as an approximate owner of prefix, as a
+// seed's success does, if that worker's incarnation is still the one st was
+// taken from: a worker removed or replaced meanwhile gets nothing.
+func (x *Index) Commit(prefix []uint64, st Stamp, now time.Time) {
+	if st.slot == 0 || len(prefix) == 0 {
+		return
+	}
+	x.mu.Lock()
+	defer x.mu.Unlock()
+	slot := st.slot - 1
+	if x.slotGen[slot] != st.gen || x.workers[slot] == "" {
+		return
+	}
+	x.recordLocked(prefix, slot, KindApproximate, now, 0)
 }
 
 // drop empties an owner record, uncounting it if its worker is present.
@@ -309,6 +403,25 @@ func (x *Index) RemoveWorker(worker string) {
 	x.workers[slot] = ""
 	x.slotGen[slot]++
 	x.blocks[slot] = 0
+	if x.slotGen[slot] == 0 {
+		x.sweepSlot(slot)
+	}
+}
+
+// sweepSlot clears every record of slot, whatever its generation: when the
+// slot's generation wraps, records of its oldest incarnations would count
+// again. Once per 65,536 removals of one slot, O(blocks).
+func (x *Index) sweepSlot(slot uint16) {
+	for c := range x.chunks {
+		for i := range x.chunks[c] {
+			e := &x.chunks[c][i]
+			for j := range e.owners {
+				if e.owners[j].slot == slot+1 {
+					e.owners[j] = blockOwner{}
+				}
+			}
+		}
+	}
 }
 
 // Forget drops worker's ownership of the blocks of prefix (a seed that

@@ -25,7 +25,10 @@ type Candidate struct {
 	// ReservedReqs and ReservedTokens: work dispatched since the sample.
 	ReservedReqs   int
 	ReservedTokens int
-	// InflightTokens: all work this gateway has outstanding on the worker.
+	// InflightReqs and InflightTokens: all work this gateway has
+	// outstanding on the worker, from the moment it is routed (a request
+	// between its decision and its dispatch counts too).
+	InflightReqs   int
 	InflightTokens int
 }
 
@@ -41,7 +44,9 @@ func (c *Candidate) Pressure() (p float64, ok bool) {
 	if !c.Fresh {
 		return 0, false
 	}
-	p, ok = c.Load.KVUsage, c.Load.KVUsage >= 0
+	if u := c.Load.KVUsage; u >= 0 { // negative or NaN: not reported
+		p, ok = u, true
+	}
 	switch {
 	case c.Load.MaxRunning > 0:
 		p = max(p, float64(c.Load.Running+c.Load.Waiting+c.ReservedReqs)/float64(c.Load.MaxRunning))
@@ -74,12 +79,9 @@ type Scratch struct {
 	// Matched is set by prefix-aware policies: the request's leading blocks
 	// the chosen worker was found to hold (0 when it held none).
 	Matched int
-	// Held is set by policies that record ownership when they decide: the
-	// leading blocks the chosen worker held before. If the request does not
-	// succeed, the ownership recorded beyond them is withdrawn.
-	Held int
-	// Recorded says the policy recorded ownership of the request's prefix.
-	Recorded bool
+	// Stamp is set by policies that record ownership when they decide: what
+	// the record added, withdrawn if the request does not succeed.
+	Stamp Stamp
 	// Lease is set when the decision is a distribution seed.
 	Lease *SeedLease
 }

@@ -2,6 +2,7 @@ package routing
 
 import (
 	"encoding/binary"
+	"math"
 	"slices"
 	"sort"
 
@@ -45,9 +46,9 @@ func (p *PrefixHash) Select(req *Request, cands []Candidate, _ *Scratch) (int, L
 	}
 	total := 1
 	for i := range cands {
-		total += cands[i].Load.Inflight
+		total += cands[i].InflightReqs
 	}
-	limit := int(float64(total)/float64(len(cands))*p.cfg.LoadFactor + 0.999999)
+	limit := int(math.Ceil(float64(total) / float64(len(cands)) * p.cfg.LoadFactor))
 	start := sort.Search(len(p.ring), func(i int) bool { return p.ring[i].hash >= key })
 	first := -1
 	for k := range p.ring {
@@ -56,7 +57,7 @@ func (p *PrefixHash) Select(req *Request, cands []Candidate, _ *Scratch) (int, L
 		if first < 0 {
 			first = i
 		}
-		if cands[i].Load.Inflight+1 <= limit {
+		if cands[i].InflightReqs+1 <= limit {
 			return i, LabelPrefixHash
 		}
 	}

@@ -113,8 +113,8 @@ type Decision struct {
 
 	router *Router
 	res    reservation
-	prefix []uint64 // recorded ownership of prefix[held:] is withdrawn unless the request succeeds
-	held   int
+	prefix []uint64 // what the decision recorded of prefix (stamp) is withdrawn unless the request succeeds
+	stamp  Stamp
 	lease  *SeedLease
 	done   atomic.Bool
 }
@@ -137,9 +137,9 @@ func (d *Decision) Done(o Outcome) {
 		r.mu.Unlock()
 		return
 	}
-	if o != OutcomeSuccess && d.prefix != nil && d.held < len(d.prefix) {
+	if o != OutcomeSuccess && d.prefix != nil {
 		if ix, ok := d.router.policy.(Indexed); ok {
-			ix.Index().Forget(d.prefix[d.held:], d.Worker.ID)
+			ix.Index().Withdraw(d.prefix, d.stamp)
 		}
 	}
 }
@@ -173,6 +173,7 @@ func (r *Router) Route(req *Request, pool Pool) (*Decision, error) {
 			Fresh:          e.Load.Fresh(now, r.opts.MaxAge),
 			ReservedReqs:   rw.reqs,
 			ReservedTokens: rw.tokens,
+			InflightReqs:   max(e.Load.Inflight, rw.outstandingReqs),
 			InflightTokens: rw.outstandingTokens,
 		})
 	}
@@ -187,8 +188,8 @@ func (r *Router) Route(req *Request, pool Pool) (*Decision, error) {
 	}
 	chosen := r.cands[i].Endpoint
 	d := &Decision{Worker: chosen, Label: label, MatchedBlocks: r.scratch.Matched, router: r}
-	if r.scratch.Recorded {
-		d.prefix, d.held = req.Prefix, r.scratch.Held
+	if r.scratch.Stamp.slot != 0 {
+		d.prefix, d.stamp = req.Prefix, r.scratch.Stamp
 	}
 	d.lease = r.scratch.Lease
 	d.res = r.reserveLocked(chosen, work)

@@ -40,6 +40,7 @@ type SeedLease struct {
 	Partition  string
 	Prefix     uint64   // the owners' prefix: the deepest block they hold
 	blocks     []uint64 // the request's whole chain, to commit ownership of
+	stamp      Stamp    // what the seed recorded: withdrawn on failure, committed on success
 }
 
 // seeding is cache_aware's seeding bookkeeping, used under the router's lock.
@@ -57,24 +58,41 @@ func (sd *seeding) allows(partition string) bool {
 	return slices.Contains(sd.cfg.Partitions, AnyPartition) || slices.Contains(sd.cfg.Partitions, partition)
 }
 
-// barred reports whether worker is quarantined for any block of chain (the
-// prefix a seed failed on, or any prefix it is a descendant of).
-func (sd *seeding) barred(chain []uint64, worker string, now time.Time) bool {
+// barred appends to dst the workers quarantined for any block of chain: a
+// request's whole chain holds the prefix a seed failed on when the request is
+// that prefix or a descendant of it, however much of it is matched today.
+func (sd *seeding) barred(chain []uint64, now time.Time, dst []string) []string {
 	if len(sd.quarantine) == 0 {
-		return false
+		return dst
 	}
 	for _, h := range chain {
-		if until, ok := sd.quarantine[h][worker]; ok {
-			if now.Before(until) {
-				return true
-			}
-			delete(sd.quarantine[h], worker)
-			if len(sd.quarantine[h]) == 0 {
-				delete(sd.quarantine, h)
+		for w, until := range sd.quarantine[h] {
+			if now.Before(until) && !slices.Contains(dst, w) {
+				dst = append(dst, w)
 			}
 		}
 	}
-	return false
+	return dst
+}
+
+// quarantineFor bars worker from prefix and its descendants until until,
+// first dropping every lapsed quarantine: the map holds only the failures of
+// the last FailureQuarantine.
+func (sd *seeding) quarantineFor(prefix uint64, worker string, now, until time.Time) {
+	for h, ws := range sd.quarantine {
+		for w, u := range ws {
+			if !now.Before(u) {
+				delete(ws, w)
+			}
+		}
+		if len(ws) == 0 {
+			delete(sd.quarantine, h)
+		}
+	}
+	if sd.quarantine[prefix] == nil {
+		sd.quarantine[prefix] = map[string]time.Time{}
+	}
+	sd.quarantine[prefix][worker] = until
 }
 
 // issuableHeadroom is a worker's free request slots from complete telemetry
@@ -113,12 +131,13 @@ func (p *CacheAware) trySeed(req *Request, key uint64, matched int, prot *prefix
 	if sd.inflight[req.Partition] >= sd.cfg.PartitionSeedCap {
 		return -1, LabelSeedRejectedCap
 	}
-	// A clean peer: not an owner, not quarantined for this prefix or an
-	// ancestor, with issuable headroom from complete, fresh telemetry. The
-	// freest one wins (ties: the first), so the choice needs no randomness.
+	// A clean peer: not an owner (and not quarantined for this prefix: Select
+	// took those out of cands), with issuable headroom from complete, fresh
+	// telemetry. The freest one wins (ties: the first), so the choice needs
+	// no randomness.
 	best, bestRoom, sawStale := -1, 0, false
 	for i := range cands {
-		if p.isOwner(i) || sd.barred(req.Prefix[:matched], cands[i].ID, s.Now) {
+		if p.isOwner(i) {
 			continue
 		}
 		room, ok := issuableHeadroom(&cands[i], s.Now, sd.cfg.MaxAge)
@@ -146,7 +165,7 @@ func (p *CacheAware) trySeed(req *Request, key uint64, matched int, prot *prefix
 	prot.seed(lease, s.Now)
 	p.spills.put(key, prot, s.Now)
 	sd.inflight[req.Partition]++
-	p.index.Record(req.Prefix, c.ID, KindSeeding, s.Now, 0)
+	lease.stamp = p.index.Record(req.Prefix, c.ID, KindSeeding, s.Now, 0)
 	s.Lease = lease
 	return best, LabelSeedDispatch
 }
@@ -164,21 +183,17 @@ func (p *CacheAware) endSeed(lease *SeedLease, o Outcome, now time.Time) {
 	prot, _ := p.spills.peek(lease.Prefix)
 	switch o {
 	case OutcomeSuccess:
-		p.index.Forget(lease.blocks, lease.Worker)
-		p.index.Record(lease.blocks, lease.Worker, KindApproximate, now, 0)
+		p.index.Commit(lease.blocks, lease.stamp, now)
 		if prot != nil {
 			prot.endSeed(lease, true, now.Add(sd.cfg.SuccessCooldown))
 		}
 	default:
-		p.index.Forget(lease.blocks, lease.Worker)
+		p.index.Withdraw(lease.blocks, lease.stamp)
 		if prot != nil {
 			prot.endSeed(lease, false, now)
 		}
 		if o == OutcomeFailure {
-			if sd.quarantine[lease.Prefix] == nil {
-				sd.quarantine[lease.Prefix] = map[string]time.Time{}
-			}
-			sd.quarantine[lease.Prefix][lease.Worker] = now.Add(sd.cfg.FailureQuarantine)
+			sd.quarantineFor(lease.Prefix, lease.Worker, now, now.Add(sd.cfg.FailureQuarantine))
 		}
 	}
 }

@@ -41,14 +41,14 @@ func (p *SGLangCacheAware) Index() *Index { return p.index }
 func (p *SGLangCacheAware) Select(req *Request, cands []Candidate, s *Scratch) (int, Label) {
 	lo, hi := 0, 0
 	for i := range cands {
-		if cands[i].Load.Inflight < cands[lo].Load.Inflight {
+		if cands[i].InflightReqs < cands[lo].InflightReqs {
 			lo = i
 		}
-		if cands[i].Load.Inflight > cands[hi].Load.Inflight {
+		if cands[i].InflightReqs > cands[hi].InflightReqs {
 			hi = i
 		}
 	}
-	minLoad, maxLoad := cands[lo].Load.Inflight, cands[hi].Load.Inflight
+	minLoad, maxLoad := cands[lo].InflightReqs, cands[hi].InflightReqs
 	if maxLoad-minLoad > p.cfg.BalanceAbs && float64(maxLoad) > float64(minLoad)*p.cfg.BalanceRel {
 		p.record(req.Prefix, cands[lo].ID, s, 0)
 		return lo, LabelSGLangBalance
@@ -81,7 +81,6 @@ func (p *SGLangCacheAware) Select(req *Request, cands []Candidate, s *Scratch) (
 
 // record inserts the request's prefix into the chosen worker's tree, as
 // SGLang does on every decision.
-func (p *SGLangCacheAware) record(prefix []uint64, worker string, s *Scratch, held int) {
-	p.index.Record(prefix, worker, KindApproximate, s.Now, 0)
-	s.Matched, s.Held, s.Recorded = held, held, len(prefix) > 0
+func (p *SGLangCacheAware) record(prefix []uint64, worker string, s *Scratch, matched int) {
+	s.Matched, s.Stamp = matched, p.index.Record(prefix, worker, KindApproximate, s.Now, 0)
 }
