@@ -78,7 +78,7 @@ type Routing struct {
 
 // RoutingIndex bounds the prefix ownership index.
 type RoutingIndex struct {
-	MaxBlocks int           `koanf:"max_blocks" doc:"Prefix blocks the ownership index holds (LRU beyond); about 125 bytes each."`
+	MaxBlocks int           `koanf:"max_blocks" doc:"Prefix blocks the ownership index holds (LRU beyond); about 150 bytes each."`
 	TTL       time.Duration `koanf:"ttl" doc:"Approximate ownership lapses after this long unused."`
 }
 
@@ -170,8 +170,9 @@ type Upstream struct {
 
 // Limits protect the gateway from oversized input.
 type Limits struct {
-	MaxBodyBytes    int64         `koanf:"max_body_bytes" doc:"Largest accepted request body; larger gets 413."`
-	BodyReadTimeout time.Duration `koanf:"body_read_timeout" doc:"Longest time a client may take to send its request body."`
+	MaxBodyBytes       int64         `koanf:"max_body_bytes" doc:"Largest accepted request body; larger gets 413."`
+	BodyReadTimeout    time.Duration `koanf:"body_read_timeout" doc:"Longest time a client may take to send its request body."`
+	ClientWriteTimeout time.Duration `koanf:"client_write_timeout" doc:"Longest a client may leave one write of its answer pending (a stream's event, 64 KiB of a body); past it the client is gone and what its request held is released. 0 disables it."`
 }
 
 // Log configures the structured logger.
@@ -222,7 +223,7 @@ func Default() Config {
 			IdleConnsPerWorker:    256,
 			IdleConnTimeout:       90 * time.Second,
 		},
-		Limits: Limits{MaxBodyBytes: 32 << 20, BodyReadTimeout: time.Minute},
+		Limits: Limits{MaxBodyBytes: 32 << 20, BodyReadTimeout: time.Minute, ClientWriteTimeout: time.Minute},
 		Log:    Log{Level: "info", Format: "json", Requests: true},
 	}
 }

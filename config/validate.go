@@ -157,6 +157,9 @@ func (c *Config) Validate() error {
 	if c.Upstream.IdleTimeout < 0 {
 		p.add("upstream.idle_timeout", "must not be negative (0 disables it), got %s", c.Upstream.IdleTimeout)
 	}
+	if c.Limits.ClientWriteTimeout < 0 {
+		p.add("limits.client_write_timeout", "must not be negative (0 disables it), got %s", c.Limits.ClientWriteTimeout)
+	}
 	if c.Limits.BodyReadTimeout < 0 {
 		p.add("limits.body_read_timeout", "must not be negative (0 disables it), got %s", c.Limits.BodyReadTimeout)
 	}

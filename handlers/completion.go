@@ -30,6 +30,9 @@ type requestRecord struct {
 	// streamFailed: the status was 200 but the stream broke off after its
 	// first event; the log line says so at warning level.
 	streamFailed bool
+	// abort: an answer passed through as it came broke off; the client's
+	// connection is cut so that it cannot take the part for the whole.
+	abort bool
 }
 
 // maxBodyPrealloc bounds the buffer reserved from a request's declared
@@ -90,12 +93,20 @@ func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
 			}
 		}
 		g.proxy(w, r, ep, p, body, prefix, credit, &rec)
+		if rec.abort {
+			// After the deferred releases and the log line: net/http cuts
+			// the connection instead of ending the body cleanly.
+			panic(http.ErrAbortHandler)
+		}
 	}
 }
 
 func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
 	limit := g.opts.MaxBodyBytes
 	if r.ContentLength > limit {
+		// Unread, the body would be drained by net/http before the 413 goes
+		// out, with no deadline: close instead.
+		w.Header().Set("Connection", "close")
 		return nil, errBodyTooLarge(limit)
 	}
 	rc := http.NewResponseController(w)
@@ -280,7 +291,20 @@ func (g *Gateway) resolvePartition(r *http.Request, rec *requestRecord) (*admiss
 // cost is a request's estimated tokens: what it reserves when routed, what
 // admission charges its partition.
 func (g *Gateway) cost(p *parsed) int {
-	return g.opts.Router.EstimatedWork(&routing.Request{PromptTokens: p.promptTokens, MaxTokens: p.maxTokens()})
+	return g.opts.Router.EstimatedWork(&routing.Request{PromptTokens: p.promptTokens, MaxTokens: p.maxTokens(), Choices: p.choices()})
+}
+
+// choices is how many completions the request generates: n, or best_of
+// when larger (each best_of candidate is generated in full).
+func (p *parsed) choices() int {
+	c := 1
+	if p.N != nil {
+		c = max(c, *p.N)
+	}
+	if p.BestOf != nil {
+		c = max(c, *p.BestOf)
+	}
+	return c
 }
 
 // admissionOutcome is how the request ended, for its partition's counts.

@@ -47,13 +47,20 @@ type replay struct {
 	header     http.Header
 	body       []byte
 	retryAfter string
+	worker     string // who said it, and why it was asked (X-Kvgate-Worker, X-Kvgate-Decision)
+	decision   string
 }
+
+// errorBodyGrace bounds the wait for the body of a worker's error answer:
+// the status already says what happened, and a worker that stalls its error
+// body must not hold the retry for the whole idle timeout.
+const errorBodyGrace = 10 * time.Second
 
 // proxy routes the request, sends it, and re-routes it to another worker
 // while nothing has reached the client.
 func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *parsed, body []byte, prefix []uint64,
 	credit *admission.Credit, rec *requestRecord) {
-	rreq := routing.Request{Model: p.Model, PromptTokens: p.promptTokens, MaxTokens: p.maxTokens(), Stream: p.Stream, Prefix: prefix,
+	rreq := routing.Request{Model: p.Model, PromptTokens: p.promptTokens, MaxTokens: p.maxTokens(), Choices: p.choices(), Stream: p.Stream, Prefix: prefix,
 		Partition: rec.partition, SingleTarget: p.singleTarget()}
 	if credit != nil && g.seeding {
 		// The proof a seed must claim; redeeming it changes nothing else.
@@ -185,31 +192,45 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, ep endpoint, w
 			return g.relayStream(w, r, ctx, wk, dec, resp, rec)
 		}
 		return g.relayBody(w, r, ctx, wk, dec, resp, rec)
+	}
+	shortenIdle(resp.Body, errorBodyGrace)
+	switch code := resp.StatusCode; {
 	case code == http.StatusTooManyRequests:
 		// Full, not broken: try another worker, and keep this answer in case
 		// none is left.
-		rp, err := readReplay(resp)
+		rp, err := readReplay(resp, wk, dec)
 		if err != nil {
 			return g.bodyFailed(r, ctx, wk, err)
 		}
 		return attemptResult{verdict: retryable, outcome: routing.OutcomeCancelled, health: workers.HealthNeutral,
 			kind: "status_429", replay: rp}
+	case code == http.StatusUnauthorized || code == http.StatusForbidden:
+		// The client's credentials never reach a worker: the gateway sends
+		// the worker's own api_key. A refusal is about that key, which the
+		// client cannot fix, so another worker is tried and this one is
+		// charged for it.
+		msg := upstreamMessage(resp)
+		g.opts.Logger.Error("worker refused the gateway's credentials: check its api_key",
+			"worker", wk.ID(), "status", code, "message", msg)
+		return failed("auth", errUpstream("Worker "+wk.ID()+" refused the gateway's credentials ("+resp.Status+")."))
 	case code >= 400 && code < 500:
 		// The request's own fault: the worker's answer goes to the client as it is.
-		rp, err := readReplay(resp)
+		rp, err := readReplay(resp, wk, dec)
 		if err != nil {
 			return g.bodyFailed(r, ctx, wk, err)
 		}
-		g.writeHeadFor(w, wk, dec)
 		g.writeReplay(w, rp, rec)
 		return attemptResult{verdict: answered, outcome: routing.OutcomeCancelled, health: workers.HealthNeutral}
 	case code == http.StatusBadGateway || code == http.StatusServiceUnavailable || code == http.StatusGatewayTimeout:
-		drain(resp.Body)
+		// The status says it all: close without waiting for the body (the
+		// connection is not reused, which an error path can afford).
+		resp.Body.Close()
 		return failed("status_5xx", errUpstream("Worker "+wk.ID()+" answered "+resp.Status+"."))
 	default:
 		// A 500 is the worker failing this request; retrying it elsewhere
 		// would most likely fail the same way, so the client hears of it now.
 		msg := upstreamMessage(resp)
+		g.writeHeadFor(w, wk, dec)
 		g.fail(w, rec, errUpstream("Worker "+wk.ID()+" failed the request ("+resp.Status+"): "+msg))
 		return attemptResult{verdict: answered, outcome: routing.OutcomeFailure, health: workers.HealthFailure, kind: "status_5xx"}
 	}
@@ -230,20 +251,26 @@ func (g *Gateway) bodyFailed(r *http.Request, ctx context.Context, wk *workers.W
 	if errors.Is(context.Cause(ctx), errIdle) {
 		return failed("timeout", errUpstream("Worker "+wk.ID()+" stalled for "+g.opts.IdleTimeout.String()+"."))
 	}
-	if errors.Is(err, errEmptyAnswer) {
+	switch {
+	case errors.Is(err, errEmptyAnswer):
 		return failed("transport", errUpstream("Worker "+wk.ID()+" sent an empty answer."))
+	case errors.Is(err, errMalformedAnswer):
+		return failed("transport", errUpstream("Worker "+wk.ID()+" sent an answer that is not JSON."))
+	case errors.Is(err, errEventTooLarge):
+		return failed("stream", errUpstream("Worker "+wk.ID()+" sent a first event larger than 4 MiB."))
 	}
 	return failed("stream", errUpstream("Worker "+wk.ID()+" broke off its answer."))
 }
 
 // readReplay keeps a worker's non-2xx answer (bounded) to relay later.
-func readReplay(resp *http.Response) (*replay, error) {
+func readReplay(resp *http.Response, wk *workers.Worker, dec *routing.Decision) (*replay, error) {
 	defer resp.Body.Close()
 	body, err := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
 	if err != nil {
 		return nil, err
 	}
-	return &replay{status: resp.StatusCode, header: resp.Header, body: body, retryAfter: resp.Header.Get("Retry-After")}, nil
+	return &replay{status: resp.StatusCode, header: resp.Header, body: body, retryAfter: resp.Header.Get("Retry-After"),
+		worker: wk.ID(), decision: string(dec.Label)}, nil
 }
 
 // writeReplay relays a kept answer unchanged: status, type, Retry-After, body.
@@ -255,6 +282,8 @@ func (g *Gateway) writeReplay(w http.ResponseWriter, rp *replay, rec *requestRec
 	if rp.retryAfter != "" {
 		h.Set("Retry-After", rp.retryAfter)
 	}
+	h["X-Kvgate-Worker"] = []string{rp.worker}
+	h["X-Kvgate-Decision"] = []string{rp.decision}
 	w.WriteHeader(rp.status)
 	_, _ = w.Write(rp.body)
 	rec.status = rp.status
@@ -311,11 +340,4 @@ func sleepBackoff(ctx context.Context, n int, base, limit time.Duration) bool {
 	case <-t.C:
 		return true
 	}
-}
-
-// drain reads what is left of an upstream body (bounded) so its connection
-// can be reused, and closes it.
-func drain(body io.ReadCloser) {
-	_, _ = io.CopyN(io.Discard, body, 64<<10)
-	_ = body.Close()
 }

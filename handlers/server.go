@@ -31,7 +31,10 @@ type Options struct {
 	// IdleTimeout ends an attempt whose worker sends nothing for this long
 	// (0: none).
 	IdleTimeout time.Duration
-	MaxAttempts int
+	// ClientWriteTimeout bounds each write of an answer to the client: a
+	// client that stops reading is gone after it (0: none).
+	ClientWriteTimeout time.Duration
+	MaxAttempts        int
 	// BlockBytes is the routing text per prefix block; 0 turns prefix
 	// hashing off (policies then route without affinity).
 	BlockBytes  int

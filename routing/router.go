@@ -14,7 +14,10 @@ type Request struct {
 	Model        string
 	PromptTokens int // estimated
 	MaxTokens    int // requested output tokens; 0 when the client set none
-	Stream       bool
+	// Choices is how many completions the request generates (n, or best_of
+	// when larger); 0 counts as 1. Each may produce MaxTokens.
+	Choices int
+	Stream  bool
 	// Prefix is the chain of block hashes of the request's prompt
 	// (BlockHasher, ChainIDs); empty when unknown. The router keeps it until
 	// the decision is Done.
@@ -144,15 +147,19 @@ func (d *Decision) Done(o Outcome) {
 	}
 }
 
-// EstimatedWork is the tokens a request reserves: its prompt and the output
-// it may generate, capped so that one huge max_tokens does not blind the
-// router for the whole request.
+// maxChoicesEstimate bounds the completions one request is charged for;
+// engines refuse far fewer, and the product must not overflow.
+const maxChoicesEstimate = 1024
+
+// EstimatedWork is the tokens a request reserves: its prompt (shared by all
+// its completions) and the output each completion may generate, capped so
+// that one huge max_tokens does not blind the router for the whole request.
 func (r *Router) EstimatedWork(req *Request) int {
 	out := req.MaxTokens
 	if out <= 0 || out > r.opts.OutputEstimateCap {
 		out = r.opts.OutputEstimateCap
 	}
-	return max(req.PromptTokens, 0) + out
+	return max(req.PromptTokens, 0) + out*min(max(req.Choices, 1), maxChoicesEstimate)
 }
 
 // Route picks a worker for req among pool's candidates and reserves the

@@ -242,6 +242,9 @@ func TestEstimatedWorkCapsOutput(t *testing.T) {
 	assert.Equal(t, 100+256, r.EstimatedWork(&Request{PromptTokens: 100}))
 	assert.Equal(t, 100+20, r.EstimatedWork(&Request{PromptTokens: 100, MaxTokens: 20}))
 	assert.Equal(t, 100+256, r.EstimatedWork(&Request{PromptTokens: 100, MaxTokens: 100000}))
+	// n completions share the prompt and each generates its own output.
+	assert.Equal(t, 100+4*20, r.EstimatedWork(&Request{PromptTokens: 100, MaxTokens: 20, Choices: 4}))
+	assert.Equal(t, 100+maxChoicesEstimate*256, r.EstimatedWork(&Request{PromptTokens: 100, Choices: 1 << 40}))
 }
 
 func BenchmarkRouteLeastLoad64(b *testing.B) {

@@ -14,7 +14,7 @@ func newMetrics() *Metrics {
 	return &Metrics{
 		UpstreamErrors: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvgate_upstream_errors_total",
-			Help: "Failed attempts to workers, by worker and kind (connect, timeout, status_5xx, status_429, stream).",
+			Help: "Failed attempts to workers, by worker and kind (connect, timeout, transport, status_5xx, status_429, auth, stream).",
 		}, []string{"worker", "kind"}),
 	}
 }

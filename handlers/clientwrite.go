@@ -1,0 +1,80 @@
+package handlers
+
+import (
+	"errors"
+	"io"
+	"net/http"
+	"time"
+)
+
+// clientWriteChunk is the most written to a client under one deadline: a
+// large answer gets a fresh deadline per piece, so a slow but live client
+// is never cut off, and a stopped one is within one timeout.
+const clientWriteChunk = 64 << 10
+
+// clientWriter writes an answer to the client under a deadline per write
+// (limits.client_write_timeout). Without one, a client that stops reading
+// while keeping its connection open blocks the handler in Write for ever,
+// and with it the worker's in-flight count, the routing reservation and the
+// admission credit. A write past the deadline fails, and the request counts
+// as gone (the client's doing, neutral for the worker). While it writes,
+// the worker's idle timer is paused: a slow client is not the worker's
+// silence.
+type clientWriter struct {
+	w       http.ResponseWriter
+	rc      *http.ResponseController
+	timeout time.Duration
+	now     func() time.Time
+	idle    *idleBody // nil when the attempt has no idle timeout
+	armed   bool      // a deadline was set and must be cleared
+}
+
+func (g *Gateway) newClientWriter(w http.ResponseWriter, upstream io.ReadCloser) clientWriter {
+	cw := clientWriter{w: w, rc: http.NewResponseController(w), timeout: g.opts.ClientWriteTimeout, now: g.opts.Now}
+	cw.idle, _ = upstream.(*idleBody)
+	return cw
+}
+
+func (c *clientWriter) arm() {
+	if c.timeout > 0 && c.rc.SetWriteDeadline(c.now().Add(c.timeout)) == nil {
+		c.armed = true
+	}
+}
+
+// write writes p, in pieces of clientWriteChunk, each under its own deadline.
+func (c *clientWriter) write(p []byte) error {
+	if c.idle != nil {
+		c.idle.pause()
+		defer c.idle.resume()
+	}
+	for len(p) > 0 {
+		n := min(len(p), clientWriteChunk)
+		c.arm()
+		if _, err := c.w.Write(p[:n]); err != nil {
+			return err
+		}
+		p = p[n:]
+	}
+	return nil
+}
+
+// flush sends what the server has buffered, under a deadline.
+func (c *clientWriter) flush() error {
+	if c.idle != nil {
+		c.idle.pause()
+		defer c.idle.resume()
+	}
+	c.arm()
+	if err := c.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {
+		return err
+	}
+	return nil
+}
+
+// done clears the deadline: the connection may serve the client's next
+// request, which must not inherit it.
+func (c *clientWriter) done() {
+	if c.armed {
+		_ = c.rc.SetWriteDeadline(time.Time{})
+	}
+}
