@@ -13,7 +13,8 @@ import (
 const clientWriteChunk = 64 << 10
 
 // clientWriter writes an answer to the client under a deadline per write
-// (limits.client_write_timeout). Without one, a client that stops reading
+// (limits.client_write_timeout: each write has at least half of it, at most
+// all). Without one, a client that stops reading
 // while keeping its connection open blocks the handler in Write for ever,
 // and with it the worker's in-flight count, the routing reservation and the
 // admission credit. A write past the deadline fails, and the request counts
@@ -21,12 +22,12 @@ const clientWriteChunk = 64 << 10
 // the worker's idle timer is paused: a slow client is not the worker's
 // silence.
 type clientWriter struct {
-	w       http.ResponseWriter
-	rc      *http.ResponseController
-	timeout time.Duration
-	now     func() time.Time
-	idle    *idleBody // nil when the attempt has no idle timeout
-	armed   bool      // a deadline was set and must be cleared
+	w        http.ResponseWriter
+	rc       *http.ResponseController
+	timeout  time.Duration
+	now      func() time.Time
+	idle     *idleBody // nil when the attempt has no idle timeout
+	deadline time.Time // the deadline set; zero when none is (it must be cleared)
 }
 
 func (g *Gateway) newClientWriter(w http.ResponseWriter, upstream io.ReadCloser) clientWriter {
@@ -35,13 +36,26 @@ func (g *Gateway) newClientWriter(w http.ResponseWriter, upstream io.ReadCloser)
 	return cw
 }
 
+// arm gives the next write timeout to complete. Moving a connection's
+// deadline costs more than reading the clock, so a deadline still more than
+// half a timeout away is kept: a write then has at least half the timeout.
 func (c *clientWriter) arm() {
-	if c.timeout > 0 && c.rc.SetWriteDeadline(c.now().Add(c.timeout)) == nil {
-		c.armed = true
+	if c.timeout <= 0 {
+		return
 	}
+	now := c.now()
+	if !c.deadline.IsZero() && c.deadline.Sub(now) > c.timeout/2 {
+		return
+	}
+	d := now.Add(c.timeout)
+	if err := c.rc.SetWriteDeadline(d); err != nil {
+		c.timeout = 0 // the writer cannot (a test recorder): stop trying
+		return
+	}
+	c.deadline = d
 }
 
-// write writes p, in pieces of clientWriteChunk, each under its own deadline.
+// write writes p, in pieces of clientWriteChunk, each under a deadline.
 func (c *clientWriter) write(p []byte) error {
 	if c.idle != nil {
 		c.idle.pause()
@@ -74,7 +88,7 @@ func (c *clientWriter) flush() error {
 // done clears the deadline: the connection may serve the client's next
 // request, which must not inherit it.
 func (c *clientWriter) done() {
-	if c.armed {
+	if !c.deadline.IsZero() {
 		_ = c.rc.SetWriteDeadline(time.Time{})
 	}
 }
