@@ -79,6 +79,16 @@ func BenchmarkSSERelay(b *testing.B) {
 // time is the three processes' HTTP stacks; run with -cpuprofile to see the
 // gateway's share.
 func BenchmarkGatewayProxy(b *testing.B) {
+	benchmarkGatewayProxy(b, false)
+}
+
+// BenchmarkGatewayProxyStream is BenchmarkGatewayProxy streaming: 16 events
+// and [DONE] per request, each written to the client through clientWriter.
+func BenchmarkGatewayProxyStream(b *testing.B) {
+	benchmarkGatewayProxy(b, true)
+}
+
+func benchmarkGatewayProxy(b *testing.B, stream bool) {
 	cfg := simserver.DefaultConfig()
 	cfg.TimeScale = 0
 	sim, err := simserver.New(cfg)
@@ -106,7 +116,8 @@ func BenchmarkGatewayProxy(b *testing.B) {
 	gw := httptest.NewServer(g)
 	defer gw.Close()
 
-	body := `{"model":"sim","max_tokens":16,"messages":[{"role":"user","content":"` + strings.Repeat("hello ", 170) + `"}]}`
+	body := `{"model":"sim","max_tokens":16,"stream":` + strconv.FormatBool(stream) +
+		`,"messages":[{"role":"user","content":"` + strings.Repeat("hello ", 170) + `"}]}`
 	client := &http.Client{Transport: &http.Transport{MaxIdleConnsPerHost: 64}}
 	b.ReportAllocs()
 	b.SetParallelism(8)
