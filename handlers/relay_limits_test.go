@@ -41,6 +41,19 @@ func rawPost(t *testing.T, h *harness, body string, readBuffer int) (net.Conn, *
 	return conn, br, status
 }
 
+// declareBody opens a request that declares a body of n bytes and sends
+// one of them.
+func declareBody(t *testing.T, h *harness, n int) net.Conn {
+	t.Helper()
+	conn, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
+	require.NoError(t, err)
+	t.Cleanup(func() { conn.Close() })
+	_, err = io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"+
+		"Content-Length: "+strconv.Itoa(n)+"\r\n\r\n{")
+	require.NoError(t, err)
+	return conn
+}
+
 // endlessStream is a worker streaming 4 KB events until its client goes.
 func endlessStream(w http.ResponseWriter, r *http.Request, _ []byte) {
 	event := `data: {"choices":[{"index":0,"delta":{"content":"` + strings.Repeat("x", 4000) + `"}}]}` + "\n\n"
@@ -117,17 +130,26 @@ func TestEndlessFirstEventFailsTheAttemptWithoutGrowing(t *testing.T) {
 	assert.Equal(t, 2.0, counterValue(t, h.reg.Metrics.UpstreamErrors.WithLabelValues("a", "stream")))
 }
 
-func TestAnswerLargerThanTheBufferPassesThroughWhole(t *testing.T) {
-	const mib = 1 << 20
-	h := newHarness(t, []*fakeWorker{newFakeWorker(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+// hugeAnswer is a worker whose answer is 2 MiB over what the gateway
+// buffers; with breakOff it dies before the end of it.
+func hugeAnswer(breakOff bool) func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+	return func(w http.ResponseWriter, _ *http.Request, _ []byte) {
+		const mib = 1 << 20
 		w.Header().Set("Content-Type", "application/json")
 		_, _ = io.WriteString(w, `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"`)
 		chunk := bytes.Repeat([]byte("x"), mib)
 		for range maxBufferedBody/mib + 2 {
 			_, _ = w.Write(chunk)
 		}
+		if breakOff {
+			panic(http.ErrAbortHandler)
+		}
 		_, _ = io.WriteString(w, `"}}]}`)
-	})})
+	}
+}
+
+func TestAnswerLargerThanTheBufferPassesThroughWhole(t *testing.T) {
+	h := newHarness(t, []*fakeWorker{newFakeWorker(t, hugeAnswer(false))})
 	resp := h.post(t, "/v1/chat/completions", chatBody)
 	b, err := io.ReadAll(resp.Body)
 	require.NoError(t, err)
@@ -137,16 +159,7 @@ func TestAnswerLargerThanTheBufferPassesThroughWhole(t *testing.T) {
 }
 
 func TestAnswerBrokenOffAfterPassingThroughAbortsTheConnection(t *testing.T) {
-	const mib = 1 << 20
-	h := newHarness(t, []*fakeWorker{newFakeWorker(t, func(w http.ResponseWriter, _ *http.Request, _ []byte) {
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = io.WriteString(w, `{"id":"x","choices":[{"index":0,"message":{"role":"assistant","content":"`)
-		chunk := bytes.Repeat([]byte("x"), mib)
-		for range maxBufferedBody/mib + 2 {
-			_, _ = w.Write(chunk)
-		}
-		panic(http.ErrAbortHandler) // the worker dies mid-answer
-	})})
+	h := newHarness(t, []*fakeWorker{newFakeWorker(t, hugeAnswer(true))})
 	resp := h.post(t, "/v1/chat/completions", chatBody)
 	assert.Equal(t, 200, resp.StatusCode)
 	_, err := io.Copy(io.Discard, resp.Body)
@@ -251,12 +264,8 @@ func TestErrorAnswersSayWhichWorker(t *testing.T) {
 
 func TestBodyDeclaredTooLargeIsAnsweredWithoutWaitingForIt(t *testing.T) {
 	h := newHarness(t, []*fakeWorker{newFakeWorker(t, okJSON)}, func(o *Options) { o.BodyReadTimeout = time.Minute })
-	conn, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
-	require.NoError(t, err)
-	defer conn.Close()
 	// Over the harness's 64 KiB limit, under net/http's 256 KiB drain, and never sent.
-	_, err = io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 100000\r\n\r\n{")
-	require.NoError(t, err)
+	conn := declareBody(t, h, 100000)
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(5*time.Second)))
 	resp, err := http.ReadResponse(bufio.NewReader(conn), nil)
 	require.NoError(t, err)

@@ -3,7 +3,6 @@ package handlers
 import (
 	"bytes"
 	"io"
-	"net"
 	"net/http"
 	"strings"
 	"testing"
@@ -111,11 +110,7 @@ func TestPanicInsideAnAttemptReleasesEverything(t *testing.T) {
 // buffer of its declared size) beyond the body read timeout.
 func TestSlowBodyIsCutOff(t *testing.T) {
 	h := newHarness(t, []*fakeWorker{newFakeWorker(t, okJSON)}, func(o *Options) { o.BodyReadTimeout = 200 * time.Millisecond })
-	conn, err := net.Dial("tcp", strings.TrimPrefix(h.srv.URL, "http://"))
-	require.NoError(t, err)
-	defer conn.Close()
-	_, err = io.WriteString(conn, "POST /v1/chat/completions HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\nContent-Length: 60000\r\n\r\n{")
-	require.NoError(t, err)
+	conn := declareBody(t, h, 60000)
 	require.NoError(t, conn.SetReadDeadline(time.Now().Add(3*time.Second)))
 	start := time.Now()
 	got, err := io.ReadAll(conn)
