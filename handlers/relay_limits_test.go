@@ -94,12 +94,14 @@ func TestSlowClientIsNotTheWorkersSilence(t *testing.T) {
 		}
 		_, _ = io.WriteString(w, "data: [DONE]\n\n")
 	})}, func(o *Options) {
-		o.IdleTimeout = 300 * time.Millisecond
-		o.ClientWriteTimeout = 10 * time.Second
+		// Long enough that a busy CI machine does not starve the worker
+		// for it: only the client's pause may exceed it.
+		o.IdleTimeout = time.Second
+		o.ClientWriteTimeout = 20 * time.Second
 	})
 	_, br, status := rawPost(t, h, streamBody, 0)
 	require.Contains(t, status, "200")
-	time.Sleep(1200 * time.Millisecond) // the client pauses for 4 idle timeouts
+	time.Sleep(3 * time.Second) // the client pauses for 3 idle timeouts
 	rest, err := io.ReadAll(br)
 	require.NoError(t, err)
 	assert.True(t, bytes.Contains(rest, []byte("data: [DONE]")), "the stream ends well")
