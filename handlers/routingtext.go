@@ -1,6 +1,7 @@
 package handlers
 
 import (
+	"bytes"
 	"errors"
 	"unicode/utf8"
 
@@ -39,6 +40,9 @@ func writeRoutingText(h *routing.BlockHasher, body []byte, ep endpoint) error {
 	}
 	var tools, messages, prompt span
 	ok := s.object(func(key []byte, v span) {
+		if bytes.IndexByte(key, '\\') >= 0 {
+			key = unescapeKey(key) // as the engine reads it (rare: allocates)
+		}
 		switch string(key) { // no allocation: compiler-optimised comparison
 		case "tools":
 			tools = v

@@ -1,6 +1,9 @@
 package routing
 
-import "slices"
+import (
+	"slices"
+	"time"
+)
 
 // Decision labels of cache_aware.
 const (
@@ -196,7 +199,18 @@ func (p *CacheAware) pressured(req *Request, matched, ownerCount int, cands []Ca
 	// The destination is a provisional owner of the whole chain: it has
 	// computed none of it yet, and it has the prefix's one spill.
 	s.Matched, s.Stamp = 0, p.index.Record(req.Prefix, dest, KindProvisional, s.Now, p.cfg.SpillCooldown)
+	s.Spill, s.Spilling = key, true
 	return i, LabelPressureSpill
+}
+
+// spillFailed gives a prefix back its expansion when the request that
+// spilled it to dest did not succeed: dest has lost the ownership the
+// spill gave it (Decision.Done withdrew it), and the prefix, still
+// pressured, must not wait out the cooldown held on full owners.
+func (p *CacheAware) spillFailed(prefix uint64, dest string, now time.Time) {
+	if prot, ok := p.spills.peek(prefix); ok && prot.current(now) == SpillCooling && prot.dest == dest {
+		*prot = prefixProtection{}
+	}
 }
 
 // holdOrSeed holds the request on the least-pressured owner, unless

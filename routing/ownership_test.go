@@ -236,3 +236,26 @@ func TestPrefixHashBoundCountsRoutedRequests(t *testing.T) {
 		assert.LessOrEqual(t, n, 13, "ceil(40/4 × 1.25) bounds %s: %v", id, counts)
 	}
 }
+
+// A spill whose request fails gives the prefix its expansion back: the
+// destination lost the ownership the spill gave it, and the next pressured
+// request may spill again at once instead of waiting out the cooldown held on
+// full owners.
+func TestFailedSpillFreesThePrefixToSpillAgain(t *testing.T) {
+	f := newFleet(t, 3, nil)
+	p := prompt(1, 2, 3, 4)
+	f.own(p, "w0")
+	f.setLoad(0, 10)
+	spill := f.route(p)
+	require.Equal(t, LabelPressureSpill, spill.Label)
+	next := f.route(p)
+	assert.Equal(t, LabelOwnerHit, next.Label, "the destination is an owner while its spill runs")
+	assert.Equal(t, spill.Worker.ID, next.Worker.ID)
+	next.Done(OutcomeSuccess)
+	// The destination did not compute it after all; next's success on it
+	// keeps its own record, so take it out of the candidates too.
+	spill.Done(OutcomeFailure)
+	again := f.route(p, spill.Worker.ID)
+	assert.Equal(t, LabelPressureSpill, again.Label)
+	again.Done(OutcomeSuccess)
+}

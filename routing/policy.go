@@ -84,12 +84,22 @@ type Scratch struct {
 	Stamp Stamp
 	// Lease is set when the decision is a distribution seed.
 	Lease *SeedLease
+	// Spill is set when the decision is a pressure spill: the prefix whose
+	// one expansion it took, given back if the request does not succeed.
+	Spill    uint64
+	Spilling bool
 }
 
 // seedEnder is a policy that takes seed leases: the router tells it how
 // each seed's request ended, under its lock.
 type seedEnder interface {
 	endSeed(lease *SeedLease, o Outcome, now time.Time)
+}
+
+// spillEnder is a policy that spills: the router tells it, under its lock,
+// that a spill's request did not succeed.
+type spillEnder interface {
+	spillFailed(prefix uint64, dest string, now time.Time)
 }
 
 // Policy chooses among candidates. Select runs under the router's lock, so

@@ -114,12 +114,14 @@ type Decision struct {
 	// found cached (prefix-aware policies only).
 	MatchedBlocks int
 
-	router *Router
-	res    reservation
-	prefix []uint64 // what the decision recorded of prefix (stamp) is withdrawn unless the request succeeds
-	stamp  Stamp
-	lease  *SeedLease
-	done   atomic.Bool
+	router   *Router
+	res      reservation
+	prefix   []uint64 // what the decision recorded of prefix (stamp) is withdrawn unless the request succeeds
+	stamp    Stamp
+	lease    *SeedLease
+	spill    uint64 // the prefix of a pressure spill (spilling)
+	spilling bool
+	done     atomic.Bool
 }
 
 // Seed reports whether the decision is a distribution seed.
@@ -144,6 +146,12 @@ func (d *Decision) Done(o Outcome) {
 		if ix, ok := d.router.policy.(Indexed); ok {
 			ix.Index().Withdraw(d.prefix, d.stamp)
 		}
+	}
+	if o != OutcomeSuccess && d.spilling {
+		r := d.router
+		r.mu.Lock()
+		r.policy.(spillEnder).spillFailed(d.spill, d.Worker.ID, r.opts.Clock())
+		r.mu.Unlock()
 	}
 }
 
@@ -199,6 +207,7 @@ func (r *Router) Route(req *Request, pool Pool) (*Decision, error) {
 		d.prefix, d.stamp = req.Prefix, r.scratch.Stamp
 	}
 	d.lease = r.scratch.Lease
+	d.spill, d.spilling = r.scratch.Spill, r.scratch.Spilling
 	d.res = r.reserveLocked(chosen, work)
 	return d, nil
 }
