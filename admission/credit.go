@@ -93,7 +93,9 @@ func (c *Credit) Release(o Outcome, servedTokens int) {
 		s.outstanding--
 	}
 	if c.overdraft {
+		c.overdraft = false
 		ps.overdraft--
+		s.shadowLen--
 	}
 	ps.inflight--
 	ps.m.inflight.Dec()

@@ -79,7 +79,7 @@ func newMetrics(reg prometheus.Registerer) (*metrics, error) {
 		}, []string{"partition"}),
 		served: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "kvgate_partition_served_tokens_total",
-			Help: "Tokens served to finished requests, by partition.",
+			Help: "Estimated tokens (prompt + capped output) of requests that succeeded, by partition.",
 		}, []string{"partition"}),
 	}
 	if reg != nil {

@@ -92,6 +92,11 @@ type Scheduler struct {
 	// slots the scheduler holds that Capacity does not see yet.
 	outstanding int
 	pending     []*Ticket
+	// shadowQueue holds, in arrival order, the credits shadow mode issued
+	// while enforce would have queued them (Credit.overdraft); see
+	// shadowDrainLocked.
+	shadowQueue []*Credit
+	shadowLen   int // credits in shadowQueue still marked overdraft
 }
 
 // NewScheduler returns a scheduler over capacity (required unless cfg.Mode
@@ -199,7 +204,9 @@ func (s *Scheduler) arriveLocked(r *Request) (*partitionState, *Credit, error) {
 	case ModeOff:
 		return ps, s.dispatchNowLocked(ps, r), nil
 	case ModeShadow:
-		over := s.freeLocked() <= 0
+		free := s.freeLocked()
+		s.shadowDrainLocked(max(0, -free))
+		over := free <= 0
 		rejected := over && s.lim.maxQueue > 0 && ps.overdraft >= s.lim.maxQueue
 		c := s.dispatchNowLocked(ps, r)
 		switch {
@@ -209,6 +216,8 @@ func (s *Scheduler) arriveLocked(r *Request) (*partitionState, *Credit, error) {
 			ps.m.decisions[decisionShadowWouldQueue].Inc()
 			c.overdraft = true
 			ps.overdraft++
+			s.shadowQueue = append(s.shadowQueue, c)
+			s.shadowLen++
 		}
 		return ps, c, nil
 	}
@@ -283,4 +292,36 @@ func (s *Scheduler) applyLocked(cfg *Config) {
 		s.order = append(s.order, ps)
 	}
 	s.def = s.parts[cfg.DefaultPartition]
+}
+
+// shadowDrainLocked keeps shadow mode's picture of the queue enforce would
+// have. In shadow every request runs, so the fleet runs over its capacity by
+// exactly the requests enforce would still hold queued: when it is over by
+// queued, the oldest marked credits beyond that many have, in enforce, left
+// the queue for a freed slot. They lose their mark (and their partition's
+// overdraft count) in arrival order, as enforce's FIFO within a partition
+// would release them (across partitions, arrival order stands in for the
+// fair order).
+func (s *Scheduler) shadowDrainLocked(queued int) {
+	for s.shadowLen > queued && len(s.shadowQueue) > 0 {
+		c := s.shadowQueue[0]
+		s.shadowQueue[0] = nil
+		s.shadowQueue = s.shadowQueue[1:]
+		if c.overdraft { // else released already, uncounted then
+			c.overdraft = false
+			c.ps.overdraft--
+			s.shadowLen--
+		}
+	}
+	// Credits released while marked stay until drained or compacted here.
+	if len(s.shadowQueue) > 2*s.shadowLen+64 {
+		kept := s.shadowQueue[:0]
+		for _, c := range s.shadowQueue {
+			if c.overdraft {
+				kept = append(kept, c)
+			}
+		}
+		clear(s.shadowQueue[len(kept):])
+		s.shadowQueue = kept
+	}
 }

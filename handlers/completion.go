@@ -81,7 +81,15 @@ func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
 		}
 		if credit != nil {
 			cost := g.cost(p)
-			defer func() { credit.Release(admissionOutcome(&rec), cost) }()
+			defer func() {
+				// Served tokens are the estimate of what a success was given;
+				// a failed or abandoned request was given nothing to count.
+				outcome, served := admissionOutcome(&rec), 0
+				if outcome == admission.OutcomeSuccess {
+					served = cost
+				}
+				credit.Release(outcome, served)
+			}()
 		}
 		var prefix []uint64
 		if g.opts.BlockBytes > 0 {

@@ -10,6 +10,7 @@ import (
 	"slices"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/kvgate/kvgate/admission"
 	"github.com/kvgate/kvgate/config"
@@ -180,8 +181,14 @@ func schedulerConfig(ac config.Admission, mode admission.Mode, parts []admission
 		DefaultPartition:     ac.DefaultPartition,
 		MaxQueuePerPartition: ac.Queue.MaxPerPartition,
 		QueueTimeout:         ac.Queue.Timeout,
+		CreditTTL:            creditTTL,
 	}
 }
+
+// creditTTL bounds a capacity credit from dispatch to the claim of its
+// proof. The gateway redeems a credit in the same request, microseconds
+// later: a proof older than this was kept or replayed, and fails.
+const creditTTL = time.Minute
 
 // reconcileWorkers makes the registry's config workers equal to desired,
 // entry by entry through Registry.Apply (added, restored, updated in place
