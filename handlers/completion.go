@@ -4,14 +4,16 @@ import (
 	"bytes"
 	"context"
 	"errors"
-	"github.com/kvgate/kvgate/admission"
-	"github.com/kvgate/kvgate/routing"
-	"github.com/kvgate/kvgate/workers"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
+	"runtime/debug"
 	"strconv"
 	"time"
+
+	"github.com/kvgate/kvgate/admission"
+	"github.com/kvgate/kvgate/routing"
+	"github.com/kvgate/kvgate/workers"
 )
 
 // requestRecord gathers what the request log line and metrics report.
@@ -46,6 +48,20 @@ func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
 		rec := requestRecord{id: requestID(r), model: "unknown", start: g.opts.Now()}
 		w.Header()["X-Request-Id"] = []string{rec.id}
 		defer g.finish(&rec)
+		defer func() {
+			// A panic once the answer has begun (a stream half sent): the
+			// recoverer's JSON 500 would land inside it. Log it here, where
+			// its stack is, and cut the connection instead.
+			if rec.status == 0 {
+				return // nothing sent: the recoverer answers 500
+			}
+			if v := recover(); v != nil {
+				if v != http.ErrAbortHandler {
+					g.opts.Logger.Error("panic serving request", "path", r.URL.Path, "panic", v, "stack", string(debug.Stack()))
+				}
+				panic(http.ErrAbortHandler)
+			}
+		}()
 
 		// The body is not pooled: the transport may still be reading it
 		// after the worker answered, and it must outlive every attempt.

@@ -130,3 +130,28 @@ func TestModelOfAWorkerNotYetKnownIs503(t *testing.T) {
 	resp = h.post(t, "/v1/chat/completions", chatBody)
 	assert.Equal(t, 200, resp.StatusCode, "models the known workers serve are unaffected")
 }
+
+// panicAfterFirstEvent answers a stream whose body panics once its first
+// event has been read: a bug in the gateway after the answer has begun.
+type panicAfterFirstEvent struct{}
+
+func (panicAfterFirstEvent) RoundTrip(*http.Request) (*http.Response, error) {
+	return &http.Response{StatusCode: 200, Header: http.Header{"Content-Type": []string{"text/event-stream"}},
+		Body: io.NopCloser(io.MultiReader(strings.NewReader("data: {\"n\":1}\n\n"), panicReader{}))}, nil
+}
+
+type panicReader struct{}
+
+func (panicReader) Read([]byte) (int, error) { panic("bug after the first event") }
+
+func TestPanicAfterTheAnswerBeganCutsTheConnection(t *testing.T) {
+	h := newHarness(t, []*fakeWorker{newFakeWorker(t, okStream)}, func(o *Options) { o.Transport = panicAfterFirstEvent{} })
+	resp := h.post(t, "/v1/chat/completions", streamBody)
+	assert.Equal(t, 200, resp.StatusCode)
+	body, err := io.ReadAll(resp.Body)
+	assert.Error(t, err, "the stream is cut, not ended")
+	assert.Equal(t, "data: {\"n\":1}\n\n", string(body), "no JSON error inside the stream")
+	require.Eventually(t, func() bool { return strings.Contains(h.logText(), "bug after the first event") }, 5*time.Second, 10*time.Millisecond)
+	assert.Zero(t, h.inflightTotal())
+	assert.Zero(t, h.reservedTotal())
+}
