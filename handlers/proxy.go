@@ -70,8 +70,17 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 	}
 	var last *apiError
 	var lastReplay *replay
+	// A failed attempt's decision stays open until the retry's is taken, so
+	// the request holds a reservation, and with it its admission slot, all
+	// the way: released first, it would leave a gap in which a queued request
+	// is dispatched into the slot this one still needs.
+	var retried *routing.Decision
+	var retriedOutcome routing.Outcome
+	defer func() { retried.Done(retriedOutcome) }()
 	for rec.attempts < g.opts.MaxAttempts {
 		dec, err := g.opts.Router.Route(&rreq, g.pool)
+		retried.Done(retriedOutcome)
+		retried = nil
 		if err != nil {
 			break
 		}
@@ -136,6 +145,9 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 		}
 		last, lastReplay = res.err, res.replay
 		rreq.Exclude = append(rreq.Exclude, wk.ID())
+		if !dec.Seed() { // a seed's lease ends at once: its prefix may seed or spill again
+			retried, retriedOutcome = dec, res.outcome
+		}
 	}
 	if lastReplay != nil {
 		// The last worker tried was full (429) and no other could take the
@@ -151,7 +163,9 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 
 // attempt sends the request to wk once and relays or judges the answer.
 // Whatever happens, panics included, it releases the worker's in-flight
-// count, the routing decision and the breaker ticket exactly once.
+// count and the breaker ticket exactly once, and the routing decision too
+// unless the verdict is retryable (proxy then releases it once the retry has
+// its own).
 func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, ep endpoint, wk *workers.Worker,
 	dec *routing.Decision, ticket workers.Ticket, body []byte, rec *requestRecord) (res attemptResult) {
 	release := wk.Acquire()
@@ -159,7 +173,9 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, ep endpoint, w
 	defer func() {
 		cancel(nil)
 		release()
-		dec.Done(res.outcome)
+		if res.verdict != retryable || dec.Seed() {
+			dec.Done(res.outcome) // else proxy's, once the retry is routed
+		}
 		wk.EndAttempt(ticket, res.health, g.opts.Now())
 		if res.health == workers.HealthFailure || res.kind != "" {
 			g.opts.Registry.Metrics.UpstreamErrors.WithLabelValues(wk.ID(), res.kind).Inc()

@@ -199,6 +199,7 @@ func TestMalformed2xxIsRetriedElsewhere(t *testing.T) {
 		assert.True(t, json.Valid([]byte(body)))
 	}
 	assert.Equal(t, 2.0, counterValue(t, h.reg.Metrics.UpstreamErrors.WithLabelValues("a", "transport")))
+	assert.Zero(t, h.reservedTotal(), "a retried request's first decision is released once the retry is routed")
 }
 
 func TestWorkerRefusingTheGatewaysKeyIsAWorkerFailure(t *testing.T) {
@@ -223,6 +224,7 @@ func TestWorkerRefusingTheGatewaysKeyIsAWorkerFailure(t *testing.T) {
 	e := decodeError(t, resp)
 	assert.Equal(t, http.StatusBadGateway, resp.StatusCode)
 	assert.Contains(t, e.Error.Message, "refused the gateway's credentials")
+	assert.Zero(t, h.reservedTotal(), "and when no retry can be routed")
 }
 
 func TestStalledErrorBodyDoesNotDelayTheRetry(t *testing.T) {
