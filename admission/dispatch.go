@@ -9,15 +9,25 @@ func (s *Scheduler) freeLocked() int {
 }
 
 // dispatchLocked issues credits to waiting requests in fair order while a
-// slot is free (in enforce mode) or until none waits (otherwise).
+// slot is free (in enforce mode) or until none waits (otherwise). Capacity
+// is read once a pass, not once a dispatch: it walks the fleet, and each
+// credit issued takes one slot of it (the fleet sees none of them yet).
 func (s *Scheduler) dispatchLocked() {
 	if s.waiting == 0 {
 		return
 	}
+	enforce := s.lim.mode == ModeEnforce
+	free := 0
+	if enforce {
+		free = s.freeLocked()
+	}
 	var now time.Time
 	for s.waiting > 0 {
-		if s.lim.mode == ModeEnforce && s.freeLocked() <= 0 {
-			return
+		if enforce {
+			if free <= 0 {
+				return
+			}
+			free--
 		}
 		if now.IsZero() {
 			now = s.clock.Now()

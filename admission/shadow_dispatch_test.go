@@ -2,6 +2,7 @@ package admission
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/stretchr/testify/assert"
@@ -51,4 +52,24 @@ func TestShadowCountsRejectionsWhereEnforceRejects(t *testing.T) {
 	sr, sq := run(ModeShadow)
 	t.Logf("enforce: rejected=%v queued=%v; shadow: would_reject=%v would_queue=%v", er, eq, sr, sq)
 	assert.Equal(t, er, sr, "shadow would_reject must match enforce's rejections")
+}
+
+// A dispatch pass reads capacity once, however many waiting requests it
+// dispatches: the gateway's capacity walks the whole fleet.
+func TestDispatchReadsCapacityOncePerPass(t *testing.T) {
+	fleet := newSlots(0)
+	s, _ := newScheduler(t, twoPartitions(ModeEnforce, 1, 1), fleet, nil)
+	got := 0
+	for i := range 50 {
+		s.Submit(Request{ID: fmt.Sprint(i), Partition: "a", Cost: 1}, func(c *Credit, err error) {
+			require.NoError(t, err)
+			got++
+		})
+	}
+	require.Zero(t, got)
+	fleet.total.Store(40) // telemetry shows 40 free slots
+	fleet.calls.Store(0)
+	s.Kick()
+	assert.Equal(t, 40, got, "exactly the free slots are filled")
+	assert.Equal(t, int64(1), fleet.calls.Load(), "capacity read once for 40 dispatches")
 }
