@@ -58,15 +58,13 @@ fmt:
 docs: ## regenerate the README's configuration reference from the code
 	$(GO) run ./scripts/readme-reference
 
-FUZZ_TARGETS := \
-	handlers:FuzzParseRequest handlers:FuzzCompletionHandler handlers:FuzzRoutingText handlers:FuzzAdminAddWorker \
-	workers:FuzzParseVLLMMetrics workers:FuzzParseSGLangLoads workers:FuzzParseSGLangGetLoad workers:FuzzParseSGLangMetrics \
-	sim/simserver:FuzzDecodeRequest
 FUZZTIME ?= 30s
 
-fuzz: ## run every fuzz target for FUZZTIME (the committed corpus runs in `make test`)
-	@for t in $(FUZZ_TARGETS); do pkg=$${t%%:*}; fn=$${t##*:}; \
-		echo "fuzz $$fn ($$pkg)"; $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$pkg/ || exit 1; done
+fuzz: ## run every fuzz target (every func Fuzz* in a _test.go) for FUZZTIME (the committed corpus runs in `make test`)
+	@set -e; for f in $$(git ls-files '*_test.go' | xargs grep -l '^func Fuzz'); do \
+		for fn in $$(sed -n 's/^func \(Fuzz[A-Za-z0-9_]*\)(.*/\1/p' $$f); do \
+			echo "fuzz $$fn ($$(dirname $$f))"; $(GO) test -run '^$$' -fuzz "^$$fn$$" -fuzztime $(FUZZTIME) ./$$(dirname $$f)/; \
+		done; done
 
 clean:
 	rm -rf $(BIN)

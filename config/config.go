@@ -98,7 +98,7 @@ type PrefixHash struct {
 // Admission shares the fleet between partitions (tenants) when it is full.
 type Admission struct {
 	Mode             string            `koanf:"mode" doc:"off (no gate), shadow (decide and count, never wait) or enforce."`
-	DefaultPartition string            `koanf:"default_partition" doc:"Partition of requests without an API key (when no keys are configured: every request)."`
+	DefaultPartition string            `koanf:"default_partition" doc:"Partition of every request when no partition has API keys (with keys, a request without a known one gets 401)."`
 	PartitionHeader  string            `koanf:"partition_header" doc:"Trusted header naming the partition, for deployments behind an authenticating proxy; empty = off."`
 	Partitions       []PartitionConfig `koanf:"partitions" doc:"Tenants and their shares; empty = one default partition."`
 	Queue            AdmissionQueue    `koanf:"queue"`

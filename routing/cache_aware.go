@@ -15,7 +15,8 @@ const (
 	// LabelPressureSpill: every owner pressured; one new owner was made.
 	LabelPressureSpill Label = "pressure_spill"
 	// LabelSpillCoalesced: every owner pressured and a spill is cooling
-	// down: the request joins its destination.
+	// down: the request is held on the least-pressured owner (which may be
+	// the destination) instead of spilling again.
 	LabelSpillCoalesced Label = "spill_coalesced"
 	// LabelCeilingHold: every owner pressured at the replication ceiling:
 	// held on the least-pressured owner.
