@@ -170,9 +170,10 @@ type Upstream struct {
 
 // Limits protect the gateway from oversized input.
 type Limits struct {
-	MaxBodyBytes       int64         `koanf:"max_body_bytes" doc:"Largest accepted request body; larger gets 413."`
-	BodyReadTimeout    time.Duration `koanf:"body_read_timeout" doc:"Longest time a client may take to send its request body."`
-	ClientWriteTimeout time.Duration `koanf:"client_write_timeout" doc:"Longest a client may leave one write of its answer pending (a stream's event, 64 KiB of a body); past it the client is gone and what its request held is released. 0 disables it."`
+	MaxBodyBytes         int64         `koanf:"max_body_bytes" doc:"Largest accepted request body; larger gets 413."`
+	MaxBufferedBodyBytes int64         `koanf:"max_buffered_body_bytes" doc:"Request-body bytes the gateway holds at once (bodies being read, queued for admission or in flight); a request that would go over gets 503 server_busy with Retry-After. At least max_body_bytes; 0 = no bound."`
+	BodyReadTimeout      time.Duration `koanf:"body_read_timeout" doc:"Longest time a client may take to send its request body."`
+	ClientWriteTimeout   time.Duration `koanf:"client_write_timeout" doc:"Longest a client may leave one write of its answer pending (a stream's event, 64 KiB of a body); past it the client is gone and what its request held is released. 0 disables it."`
 }
 
 // Log configures the structured logger.
@@ -223,7 +224,7 @@ func Default() Config {
 			IdleConnsPerWorker:    256,
 			IdleConnTimeout:       90 * time.Second,
 		},
-		Limits: Limits{MaxBodyBytes: 32 << 20, BodyReadTimeout: time.Minute, ClientWriteTimeout: time.Minute},
+		Limits: Limits{MaxBodyBytes: 32 << 20, MaxBufferedBodyBytes: 256 << 20, BodyReadTimeout: time.Minute, ClientWriteTimeout: time.Minute},
 		Log:    Log{Level: "info", Format: "json", Requests: true},
 	}
 }

@@ -239,3 +239,11 @@ func TestWorkerAPIKeysAreSecret(t *testing.T) {
 	assert.Equal(t, []FieldError{{Path: "api_key", Reason: "must not contain whitespace"}},
 		ValidateWorker(Worker{ID: "a", URL: "http://127.0.0.1:9", Engine: "vllm", DPRanks: 1, APIKey: "two words"}))
 }
+
+func TestBodyBudgetMustHoldTheLargestBody(t *testing.T) {
+	_, err := load(t, nil, []string{"KVGATE_LIMITS__MAX_BUFFERED_BODY_BYTES=1048576"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), "limits.max_buffered_body_bytes: must be 0 (no bound) or at least limits.max_body_bytes")
+	_, err = load(t, nil, []string{"KVGATE_LIMITS__MAX_BUFFERED_BODY_BYTES=0"})
+	require.NoError(t, err)
+}

@@ -157,6 +157,9 @@ func (c *Config) Validate() error {
 	if c.Upstream.IdleTimeout < 0 {
 		p.add("upstream.idle_timeout", "must not be negative (0 disables it), got %s", c.Upstream.IdleTimeout)
 	}
+	if b := c.Limits.MaxBufferedBodyBytes; b < 0 || (b > 0 && b < c.Limits.MaxBodyBytes) {
+		p.add("limits.max_buffered_body_bytes", "must be 0 (no bound) or at least limits.max_body_bytes (%d), got %d", c.Limits.MaxBodyBytes, b)
+	}
 	if c.Limits.ClientWriteTimeout < 0 {
 		p.add("limits.client_write_timeout", "must not be negative (0 disables it), got %s", c.Limits.ClientWriteTimeout)
 	}

@@ -35,6 +35,8 @@ type requestRecord struct {
 	// abort: an answer passed through as it came broke off; the client's
 	// connection is cut so that it cannot take the part for the whole.
 	abort bool
+	// bodyBytes is what the request holds of the gateway's body budget.
+	bodyBytes int64
 }
 
 // maxBodyPrealloc bounds the buffer reserved from a request's declared
@@ -65,7 +67,7 @@ func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
 
 		// The body is not pooled: the transport may still be reading it
 		// after the worker answered, and it must outlive every attempt.
-		body, aerr := g.readBody(w, r)
+		body, aerr := g.readBody(w, r, &rec)
 		if aerr != nil {
 			g.fail(w, &rec, aerr)
 			return
@@ -125,13 +127,19 @@ func (g *Gateway) completion(ep endpoint) http.HandlerFunc {
 	}
 }
 
-func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *apiError) {
+func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, rec *requestRecord) ([]byte, *apiError) {
 	limit := g.opts.MaxBodyBytes
 	if r.ContentLength > limit {
 		// Unread, the body would be drained by net/http before the 413 goes
 		// out, with no deadline: close instead.
 		w.Header().Set("Connection", "close")
 		return nil, errBodyTooLarge(limit)
+	}
+	// A declared body takes its share of the budget before it is read; an
+	// undeclared (chunked) one once it is.
+	if r.ContentLength > 0 && !g.holdBody(rec, r.ContentLength) {
+		w.Header().Set("Connection", "close")
+		return nil, errBodiesOverBudget()
 	}
 	rc := http.NewResponseController(w)
 	if g.opts.BodyReadTimeout > 0 {
@@ -142,6 +150,9 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request) ([]byte, *api
 	if err == nil {
 		if g.opts.BodyReadTimeout > 0 {
 			_ = rc.SetReadDeadline(time.Time{}) // the connection may serve the next request
+		}
+		if extra := int64(buf.Len()) - rec.bodyBytes; extra > 0 && !g.holdBody(rec, extra) {
+			return nil, errBodiesOverBudget()
 		}
 		return buf.Bytes(), nil
 	}
@@ -164,8 +175,28 @@ func (g *Gateway) fail(w http.ResponseWriter, rec *requestRecord, e *apiError) {
 	writeError(w, e)
 }
 
-// finish records the request's metrics and its log line.
+// holdBody takes n bytes of the body budget for rec, or reports false
+// (taking nothing) when that would exceed it.
+func (g *Gateway) holdBody(rec *requestRecord, n int64) bool {
+	budget := g.opts.MaxBufferedBodyBytes
+	if budget <= 0 {
+		return true
+	}
+	if g.bodyBytes.Add(n) > budget {
+		g.bodyBytes.Add(-n)
+		return false
+	}
+	rec.bodyBytes += n
+	return true
+}
+
+// finish records the request's metrics and its log line, and gives back
+// its share of the body budget.
 func (g *Gateway) finish(rec *requestRecord) {
+	if rec.bodyBytes > 0 {
+		g.bodyBytes.Add(-rec.bodyBytes)
+		rec.bodyBytes = 0
+	}
 	now := g.opts.Now()
 	elapsed := now.Sub(rec.start)
 	g.metrics.requests.WithLabelValues(rec.model, statusLabel(rec.status)).Inc()

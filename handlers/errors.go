@@ -91,6 +91,11 @@ func errNoWorker(model string) *apiError {
 		Message: "No healthy worker can serve model `" + model + "` right now.", RetryAfter: 1}
 }
 
+func errBodiesOverBudget() *apiError {
+	return &apiError{Status: http.StatusServiceUnavailable, Type: typeServer, Code: "server_busy",
+		Message: "The gateway holds as many request bodies as it may (limits.max_buffered_body_bytes); retry shortly.", RetryAfter: 1}
+}
+
 func errInvalidAPIKey() *apiError {
 	return &apiError{Status: http.StatusUnauthorized, Type: typeInvalidRequest, Code: "invalid_api_key",
 		Message: "Missing or unknown API key: send it as `Authorization: Bearer KEY`."}

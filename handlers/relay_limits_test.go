@@ -276,3 +276,37 @@ func TestBodyDeclaredTooLargeIsAnsweredWithoutWaitingForIt(t *testing.T) {
 	assert.Equal(t, http.StatusRequestEntityTooLarge, resp.StatusCode)
 	assert.True(t, resp.Close, "the unread body ends the connection")
 }
+
+func TestBodiesOverTheBudgetGet503AndItIsGivenBack(t *testing.T) {
+	release := make(chan struct{})
+	h := newHarness(t, []*fakeWorker{newFakeWorker(t, func(w http.ResponseWriter, r *http.Request, b []byte) {
+		<-release
+		okJSON(w, r, b)
+	})}, func(o *Options) { o.MaxBufferedBodyBytes = int64(len(chatBody)) + 10 })
+	first := make(chan *http.Response)
+	go func() {
+		resp, err := http.Post(h.srv.URL+"/v1/chat/completions", "application/json", strings.NewReader(chatBody))
+		if err != nil {
+			resp = nil
+		}
+		first <- resp
+	}()
+	require.Eventually(t, func() bool { return h.gw.bodyBytes.Load() == int64(len(chatBody)) }, 5*time.Second, time.Millisecond)
+
+	resp := h.post(t, "/v1/chat/completions", chatBody) // the budget holds one body
+	e := decodeError(t, resp)
+	assert.Equal(t, http.StatusServiceUnavailable, resp.StatusCode)
+	require.NotNil(t, e.Error.Code)
+	assert.Equal(t, "server_busy", *e.Error.Code)
+	assert.Equal(t, "1", resp.Header.Get("Retry-After"))
+
+	close(release)
+	r1 := <-first
+	require.NotNil(t, r1)
+	readAll(t, r1.Body)
+	assert.Equal(t, 200, r1.StatusCode)
+	require.Eventually(t, func() bool { return h.gw.bodyBytes.Load() == 0 }, 5*time.Second, time.Millisecond, "given back when the request ends")
+	resp = h.post(t, "/v1/chat/completions", chatBody)
+	readAll(t, resp.Body)
+	assert.Equal(t, 200, resp.StatusCode)
+}

@@ -26,6 +26,9 @@ type Options struct {
 	Transport http.RoundTripper
 
 	MaxBodyBytes int64
+	// MaxBufferedBodyBytes bounds the request bodies held at once, read,
+	// queued or in flight (0: no bound).
+	MaxBufferedBodyBytes int64
 	// BodyReadTimeout bounds reading a request body (0: none).
 	BodyReadTimeout time.Duration
 	// IdleTimeout ends an attempt whose worker sends nothing for this long
@@ -79,6 +82,9 @@ type Gateway struct {
 
 	// partitions is opts.Partitions, replaced whole by a config reload.
 	partitions atomic.Pointer[admission.Resolver]
+	// bodyBytes counts the request bodies held now, against
+	// opts.MaxBufferedBodyBytes.
+	bodyBytes atomic.Int64
 }
 
 // New returns the gateway's HTTP handler.
