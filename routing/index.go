@@ -110,6 +110,18 @@ type Index struct {
 	seq        uint16   // Record calls, wrapping: the stamp of the records each writes
 	blocks     []int    // slot → blocks owned, for policies that weigh a worker's cache size
 	allow      []bool   // scratch: the slots Match may answer with
+	// The last among of allowOnly and its slots (-1: none), reused while the
+	// candidates and the slot table stay the same: a routing decision asks
+	// for the same fleet nearly every time.
+	allowFor   []string
+	allowSlots []int32
+	allowVer   uint64 // slotVer when they were taken
+	slotVer    uint64 // bumped whenever a worker takes or leaves a slot
+	// found holds the entries of the last Match's matched blocks, in order:
+	// the Record that follows a Match for the same prefix (a routing
+	// decision) finds its leading blocks there instead of in the map. An
+	// entry is used only while it still holds that block's hash.
+	found []int32
 }
 
 // NewIndex returns an index of at most maxBlocks blocks whose approximate
@@ -189,11 +201,13 @@ func (x *Index) Match(prefix []uint64, now time.Time, among []string, dst []Owne
 	t := x.tick(now)
 	x.allowOnly(among)
 	deepest := int32(-1)
+	x.found = x.found[:0]
 	for i, h := range prefix {
 		e, ok := x.slots[h]
 		if !ok || !x.anyVisible(x.at(e), t) {
 			break
 		}
+		x.found = append(x.found, e)
 		deepest = e
 		matched = i + 1
 	}
@@ -203,7 +217,7 @@ func (x *Index) Match(prefix []uint64, now time.Time, among []string, dst []Owne
 	// Touch the matched chain deepest-first, so its shallow blocks end most
 	// recent and LRU evicts prefixes from their tails.
 	for i := matched - 1; i >= 0; i-- {
-		x.touch(x.slots[prefix[i]])
+		x.touch(x.found[i])
 	}
 	e := x.at(deepest)
 	for j := range e.owners {
@@ -229,11 +243,39 @@ func (x *Index) allowOnly(among []string) {
 	for i := range x.allow {
 		x.allow[i] = among == nil
 	}
-	for _, w := range among {
-		if s, ok := x.workerSlot[w]; ok {
+	if !x.sameAmong(among) {
+		x.allowFor = append(x.allowFor[:0], among...)
+		x.allowSlots = x.allowSlots[:0]
+		for _, w := range among {
+			s, ok := x.workerSlot[w]
+			if !ok {
+				x.allowSlots = append(x.allowSlots, -1)
+				continue
+			}
+			x.allowSlots = append(x.allowSlots, int32(s))
+		}
+		x.allowVer = x.slotVer
+	}
+	for _, s := range x.allowSlots {
+		if s >= 0 {
 			x.allow[s] = true
 		}
 	}
+}
+
+// sameAmong reports whether among is the last allowOnly's, with the slot
+// table unchanged since (comparing equal strings that share their bytes,
+// as the pool's ids do, is a pointer comparison).
+func (x *Index) sameAmong(among []string) bool {
+	if x.allowVer != x.slotVer || len(among) != len(x.allowFor) || (among == nil) != (x.allowFor == nil) {
+		return false
+	}
+	for i, w := range among {
+		if w != x.allowFor[i] {
+			return false
+		}
+	}
+	return true
 }
 
 // visible reports whether o answers Match: valid, allowed, not a seed.
@@ -273,7 +315,13 @@ func (x *Index) recordLocked(prefix []uint64, slot uint16, kind OwnerKind, now t
 	x.seq++
 	held := len(prefix)
 	for i := len(prefix) - 1; i >= 0; i-- { // deepest first: see Match
-		e := x.entryFor(prefix[i])
+		var e int32
+		if i < len(x.found) && x.at(x.found[i]).hash == prefix[i] {
+			e = x.found[i] // an entry in use holding h is h's entry
+			x.touch(e)
+		} else {
+			e = x.entryFor(prefix[i])
+		}
 		if !x.setOwner(x.at(e), slot, kind, t, until) {
 			held = i
 		}
@@ -402,6 +450,7 @@ func (x *Index) RemoveWorker(worker string) {
 	}
 	delete(x.workerSlot, worker)
 	x.workers[slot] = ""
+	x.slotVer++
 	x.slotGen[slot]++
 	x.blocks[slot] = 0
 	if x.slotGen[slot] == 0 {
@@ -452,6 +501,7 @@ func (x *Index) slotFor(worker string) uint16 {
 	if s, ok := x.workerSlot[worker]; ok {
 		return s
 	}
+	x.slotVer++
 	for i, w := range x.workers {
 		if w == "" {
 			x.workers[i] = worker

@@ -12,6 +12,7 @@ import "time"
 // next sample will stop counting it). Without telemetry the epoch never
 // turns and reservations are simply the gateway's own in-flight work.
 type reservedWork struct {
+	id         string
 	generation uint64
 	sampledAt  time.Time
 	epoch      uint64
@@ -36,9 +37,32 @@ type reservation struct {
 func (r *Router) reservedFor(e Endpoint) *reservedWork {
 	rw, ok := r.reserved[e.ID]
 	if !ok {
-		rw = &reservedWork{generation: e.Generation, sampledAt: e.Load.SampledAt}
+		rw = &reservedWork{id: e.ID, generation: e.Generation, sampledAt: e.Load.SampledAt}
 		r.reserved[e.ID] = rw
 	}
+	return r.turn(rw, e)
+}
+
+// reservedAt is reservedFor for the candidate at position i of the pool's
+// list: the pool lists the same workers in the same order nearly every
+// time, so the record found there last time is checked first (an id
+// comparison) before the map.
+func (r *Router) reservedAt(i int, e Endpoint) *reservedWork {
+	if i < len(r.byPos) {
+		if rw := r.byPos[i]; rw != nil && rw.id == e.ID {
+			return r.turn(rw, e)
+		}
+	} else {
+		r.byPos = append(r.byPos, make([]*reservedWork, i+1-len(r.byPos))...)
+	}
+	rw := r.reservedFor(e)
+	r.byPos[i] = rw
+	return rw
+}
+
+// turn opens a new epoch of rw when e brings a newer sample or a new
+// incarnation.
+func (r *Router) turn(rw *reservedWork, e Endpoint) *reservedWork {
 	// A new incarnation, or a new sample, opens a new epoch: older
 	// reservations still release into the outstanding totals, never into it.
 	if rw.generation != e.Generation {

@@ -80,6 +80,7 @@ type Router struct {
 
 	mu       sync.Mutex
 	reserved map[string]*reservedWork
+	byPos    []*reservedWork // reservedAt's memory: the record of the i-th candidate last time
 	buf      []Endpoint
 	cands    []Candidate
 	scratch  Scratch
@@ -178,11 +179,11 @@ func (r *Router) Route(req *Request, pool Pool) (*Decision, error) {
 	now := r.opts.Clock()
 	r.buf = pool.Candidates(req.Model, r.buf[:0])
 	r.cands = r.cands[:0]
-	for _, e := range r.buf {
+	for i, e := range r.buf {
 		if slices.Contains(req.Exclude, e.ID) {
 			continue
 		}
-		rw := r.reservedFor(e)
+		rw := r.reservedAt(i, e)
 		r.cands = append(r.cands, Candidate{
 			Endpoint:       e,
 			Fresh:          e.Load.Fresh(now, r.opts.MaxAge),
@@ -243,6 +244,7 @@ func (r *Router) ReservedSince(id string, sampledAt time.Time) int {
 func (r *Router) RemoveWorker(id string) {
 	r.mu.Lock()
 	delete(r.reserved, id)
+	clear(r.byPos) // a re-added worker must get the new record
 	r.mu.Unlock()
 	r.dropOwnership(id)
 }
