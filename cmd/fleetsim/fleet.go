@@ -24,6 +24,11 @@ type fleetConfig struct {
 	TelemetryMaxAge   time.Duration // routing.Options.MaxAge
 	Seed              uint64
 	Admission         admissionConfig
+	// Replicas is how many gateway replicas route the workload (0 or 1: one),
+	// each with its own policy, index and reservations, behind a balancer
+	// that sends each request to one of them at random. They see the same
+	// telemetry and each its own in-flight requests.
+	Replicas int
 }
 
 // requestState is what the run knows of one request.
@@ -31,6 +36,7 @@ type requestState struct {
 	decision   *routing.Decision
 	credit     *admission.Credit
 	worker     int32
+	replica    int32 // the gateway replica that routed it
 	partition  int32 // index in the workload's partitions
 	queued     bool  // waited in admission's queue for its credit
 	firstToken time.Duration
@@ -51,11 +57,28 @@ type fleet struct {
 	req     routing.Request // reused for every arrival
 	events  []sim.Event     // reused for every Advance
 	adm     admitter
+	// more are the gateway replicas beyond the first (router, pool).
+	more []replica
 }
 
-func newFleet(cfg fleetConfig, wl *Workload, policy routing.Policy) (*fleet, error) {
+// replica is one gateway replica's routing: its router and its view of the
+// fleet.
+type replica struct {
+	router *routing.Router
+	pool   *telemetryPool
+}
+
+// newFleet builds the fleet of one policy's run; more are the policy's
+// instances for the replicas beyond the first (cfg.Replicas - 1 of them).
+func newFleet(cfg fleetConfig, wl *Workload, policy routing.Policy, more ...routing.Policy) (*fleet, error) {
 	if cfg.Workers < 1 {
 		return nil, fmt.Errorf("workers %d: must be at least 1", cfg.Workers)
+	}
+	if n := max(cfg.Replicas, 1); len(more) != n-1 {
+		return nil, fmt.Errorf("%d replicas need %d more policy instances, got %d", n, n-1, len(more))
+	}
+	if len(more) > 0 && cfg.Admission.Mode != admission.ModeOff {
+		return nil, fmt.Errorf("replicas %d: admission runs in one gateway here; use --admission off", cfg.Replicas)
 	}
 	if cfg.TelemetryInterval <= 0 {
 		return nil, fmt.Errorf("telemetry interval %v: must be positive", cfg.TelemetryInterval)
@@ -84,12 +107,44 @@ func newFleet(cfg fleetConfig, wl *Workload, policy routing.Policy) (*fleet, err
 		Clock:  func() time.Time { return epoch.Add(f.now) },
 		Rand:   policyRand(cfg.Seed, policy.Name()),
 	})
+	for i, p := range more {
+		f.more = append(f.more, replica{
+			router: routing.NewRouter(p, routing.Options{
+				MaxAge: cfg.TelemetryMaxAge,
+				Clock:  func() time.Time { return epoch.Add(f.now) },
+				Rand:   policyRand(cfg.Seed, fmt.Sprintf("%s#%d", p.Name(), i+1)),
+			}),
+			pool: newTelemetryPool(cfg.Workers, cfg.Engine.MaxRunning),
+		})
+	}
 	f.req.Model = wl.Model
 	f.req.SingleTarget = true // one completion each, never streamed
 	if err := f.adm.init(f); err != nil {
 		return nil, err
 	}
 	return f, nil
+}
+
+// replica is replica i's routing (0: the first, f.router and f.pool).
+func (f *fleet) replica(i int32) replica {
+	if i == 0 {
+		return replica{router: f.router, pool: f.pool}
+	}
+	return f.more[i-1]
+}
+
+// replicaOf is the replica the balancer sends request i to: uniform, and a
+// function of the seed and the request alone, so every policy's run sends
+// each request to the same replica.
+func (f *fleet) replicaOf(i int) int32 {
+	n := uint64(len(f.more) + 1)
+	if n == 1 {
+		return 0
+	}
+	x := f.cfg.Seed ^ (uint64(i)+1)*0x9e3779b97f4a7c15 // splitmix64
+	x = (x ^ x>>30) * 0xbf58476d1ce4e5b9
+	x = (x ^ x>>27) * 0x94d049bb133111eb
+	return int32((x ^ x>>31) % n)
 }
 
 // policyRand gives each policy its own random stream from the run's seed.
@@ -177,7 +232,7 @@ func (f *fleet) handle(ev *sim.Event) {
 		f.stats.lastFinish = max(f.stats.lastFinish, ev.At)
 		served := r.PromptTokens + ev.Tokens
 		f.stats.partitions[st.partition].completed(ttft, served)
-		f.pool.finished(int(st.worker))
+		f.replica(st.replica).pool.finished(int(st.worker))
 		// Routing's reservation first, then the credit: the slot the request
 		// frees is visible to the dispatch the release runs.
 		st.decision.Done(routing.OutcomeSuccess)
@@ -206,7 +261,11 @@ func (f *fleet) poll() error {
 		for j := range f.events {
 			f.handle(&f.events[j])
 		}
-		f.pool.sample(i, eng.Snapshot(), at)
+		s := eng.Snapshot()
+		f.pool.sample(i, s, at)
+		for _, r := range f.more {
+			r.pool.sample(i, s, at)
+		}
 		f.observe(i)
 	}
 	f.adm.sched.Kick()
@@ -235,7 +294,9 @@ func (f *fleet) dispatch(i int, credit *admission.Credit) error {
 			f.req.Proof = proof
 		}
 	}
-	d, err := f.router.Route(&f.req, f.pool)
+	ri := f.replicaOf(i)
+	rep := f.replica(ri)
+	d, err := rep.router.Route(&f.req, rep.pool)
 	if err != nil {
 		credit.Release(admission.OutcomeFailure, 0)
 		f.reject(i)
@@ -245,7 +306,7 @@ func (f *fleet) dispatch(i int, credit *admission.Credit) error {
 	// counting its credit.
 	credit.Routed()
 	f.stats.decisions[d.Label]++
-	e, ok := f.pool.worker(d.Worker.ID)
+	e, ok := rep.pool.worker(d.Worker.ID)
 	if !ok {
 		d.Done(routing.OutcomeFailure)
 		credit.Release(admission.OutcomeFailure, 0)
@@ -268,8 +329,8 @@ func (f *fleet) dispatch(i int, credit *admission.Credit) error {
 		return nil
 	}
 	st := &f.states[i]
-	st.decision, st.credit, st.worker = d, credit, int32(e)
-	f.pool.dispatched(e)
+	st.decision, st.credit, st.worker, st.replica = d, credit, int32(e), ri
+	rep.pool.dispatched(e)
 	f.observe(e)
 	return nil
 }

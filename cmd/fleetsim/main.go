@@ -45,7 +45,11 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	if err != nil {
 		return err
 	}
+	if o.replicas > 1 && wl.Admission.Mode != admission.ModeOff {
+		return fmt.Errorf("--replicas %d needs --admission off: admission here is one gateway's (the workload's is %s)", o.replicas, wl.Admission.Mode)
+	}
 	cfg := fleetConfig{
+		Replicas:          o.replicas,
 		Workers:           o.workers,
 		Engine:            o.engine,
 		TelemetryInterval: o.telemetryInterval,
@@ -60,6 +64,7 @@ func run(ctx context.Context, args []string, stdout io.Writer) error {
 	rep := &report{
 		Workload:           wl.Name,
 		Workers:            o.workers,
+		Replicas:           o.replicas,
 		Requests:           len(wl.Requests),
 		DurationS:          round((wl.Requests[len(wl.Requests)-1].At - wl.Requests[0].At).Seconds()),
 		Seed:               o.seed,

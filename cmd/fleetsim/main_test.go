@@ -155,6 +155,8 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"partition twice", []string{"--workload", "agentic", "--partitions", "a,a:2"}, "names a twice"},
 		{"partition rule", []string{"--workload", "agentic", "--partitions", "a,b", "--partition-by", "user"}, "--partition-by"},
 		{"workload partition unnamed", []string{"--workload", "incident", "--partitions", "hot:2,bg1"}, `partition "bg2"`},
+		{"no replicas", []string{"--workload", "agentic", "--replicas", "0"}, "--replicas"},
+		{"replicas with admission", []string{"--workload", "incident", "--replicas", "2"}, "--replicas 2 needs --admission off"},
 	}
 	for _, tt := range tests {
 		t.Run(tt.name, func(t *testing.T) {
@@ -228,4 +230,28 @@ func TestColdPrefixCoalescingSetsTheHotPrefixQueueFloor(t *testing.T) {
 	assert.GreaterOrEqual(t, ca.MaxWaiting, 15, "a 0.44 s cold step at 48 hot requests/s")
 	assert.LessOrEqual(t, 3*rr.MaxWaiting, ca.MaxWaiting, "spreading the cold prefix avoids the queue: round_robin %d", rr.MaxWaiting)
 	assert.Less(t, rr.HitRate, ca.HitRate, "and pays for it in recomputed prompts")
+}
+
+// Gateway replicas each learn their own index: a prompt's repeats reach
+// replicas that have not seen it, so an affinity policy recomputes more of
+// them, while a stateless hash places them alike whatever the replica.
+func TestReplicasEachKeepTheirOwnIndex(t *testing.T) {
+	hit := func(replicas string) map[string]float64 {
+		path := filepath.Join(t.TempDir(), "out.json")
+		runCLI(t, "--trace", testTrace, "--workers", "3", "--replicas", replicas,
+			"--policies", "sglang_cache_aware,prefix_hash", "--json", path)
+		var rep report
+		b, err := os.ReadFile(path)
+		require.NoError(t, err)
+		require.NoError(t, json.Unmarshal(b, &rep))
+		assert.Equal(t, 48, rep.Results[0].Completed)
+		out := map[string]float64{}
+		for _, r := range rep.Results {
+			out[r.Policy] = r.HitRate
+		}
+		return out
+	}
+	one, four := hit("1"), hit("4")
+	assert.Less(t, four["sglang_cache_aware"], one["sglang_cache_aware"], "separate indexes lose affinity")
+	assert.InDelta(t, one["prefix_hash"], four["prefix_hash"], 0.05, "a stateless hash does not care")
 }

@@ -28,6 +28,7 @@ type options struct {
 	model      string
 
 	workers           int
+	replicas          int
 	policies          []string
 	telemetryInterval time.Duration
 	telemetryMaxAge   time.Duration
@@ -64,6 +65,7 @@ func defaultOptions() options {
 		timeScale:         1,
 		model:             "sim",
 		workers:           defaultWorkers,
+		replicas:          1,
 		telemetryInterval: time.Second,
 		telemetryMaxAge:   5 * time.Second,
 		engine:            sim.DefaultConfig(),
@@ -101,6 +103,7 @@ Flags:
 	fs.Float64Var(&o.timeScale, "time-scale", d.timeScale, "divide arrival times by this factor (2: twice as fast)")
 	fs.StringVar(&o.model, "model", d.model, "model name; it seeds the prefix hash chain")
 	fs.IntVar(&o.workers, "workers", d.workers, "workers in the fleet")
+	fs.IntVar(&o.replicas, "replicas", d.replicas, "gateway replicas, each with its own prefix index and reservations, behind a balancer that sends each request to one at random (needs --admission off)")
 	fs.StringSliceVar(&o.policies, "policies", nil, "comma-separated routing policies (default: all of "+strings.Join(routing.PolicyNames, ",")+")")
 	fs.DurationVar(&o.telemetryInterval, "telemetry-interval", d.telemetryInterval, "how often the router's view of worker load is refreshed")
 	fs.DurationVar(&o.telemetryMaxAge, "telemetry-max-age", d.telemetryMaxAge, "telemetry older than this is stale to the router")
@@ -188,6 +191,9 @@ func (o *options) validate(fs *pflag.FlagSet) error {
 	}
 	if o.workers < 1 {
 		bad("--workers must be at least 1")
+	}
+	if o.replicas < 1 {
+		bad("--replicas must be at least 1")
 	}
 	if o.telemetryInterval <= 0 || o.telemetryMaxAge <= 0 {
 		bad("--telemetry-interval and --telemetry-max-age must be positive")

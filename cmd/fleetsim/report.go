@@ -17,6 +17,7 @@ import (
 type report struct {
 	Workload           string          `json:"workload"`
 	Workers            int             `json:"workers"`
+	Replicas           int             `json:"replicas"` // gateway replicas, each with its own index
 	Requests           int             `json:"requests"`
 	DurationS          float64         `json:"duration_s"` // first to last arrival
 	Seed               uint64          `json:"seed"`
@@ -85,8 +86,12 @@ func writeJSONFile(path string, r *report) error {
 
 // writeTable prints the report as a table, one row a policy.
 func writeTable(w io.Writer, r *report) error {
-	fmt.Fprintf(w, "workload %s: %d requests over %.1fs on %d workers (seed %d, telemetry every %gs)\n\n",
-		r.Workload, r.Requests, r.DurationS, r.Workers, r.Seed, r.TelemetryIntervalS)
+	behind := ""
+	if r.Replicas > 1 {
+		behind = fmt.Sprintf(" behind %d gateway replicas", r.Replicas)
+	}
+	fmt.Fprintf(w, "workload %s: %d requests over %.1fs on %d workers%s (seed %d, telemetry every %gs)\n\n",
+		r.Workload, r.Requests, r.DurationS, r.Workers, behind, r.Seed, r.TelemetryIntervalS)
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', tabwriter.AlignRight)
 	fmt.Fprintln(tw, "policy\thit %\tttft p50\tp90\tp99\te2e p50\tp99\tout tok/s\tmax wait\timbalance\tcompleted\trejected\t")
 	for _, p := range r.Results {

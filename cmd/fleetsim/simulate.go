@@ -77,7 +77,15 @@ func simulateOne(ctx context.Context, wl *Workload, cfg fleetConfig, p namedPoli
 	if err != nil {
 		return policyResult{}, fmt.Errorf("policy %s: %w", p.name, err)
 	}
-	f, err := newFleet(cfg, wl, policy)
+	var more []routing.Policy
+	for range max(cfg.Replicas, 1) - 1 {
+		p2, err := p.make()
+		if err != nil {
+			return policyResult{}, fmt.Errorf("policy %s: %w", p.name, err)
+		}
+		more = append(more, p2)
+	}
+	f, err := newFleet(cfg, wl, policy, more...)
 	if err != nil {
 		return policyResult{}, err
 	}
