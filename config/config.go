@@ -71,6 +71,7 @@ type Routing struct {
 	PressureSlack            float64       `koanf:"pressure_slack" doc:"cache_aware: suitable owners are within this much pressure of the least-pressured owner."`
 	MaxCachedOwnersPerPrefix int           `koanf:"max_cached_owners_per_prefix" doc:"cache_aware: replication ceiling of a prefix (not a target); 0 disables pressure spills."`
 	SpillCooldown            time.Duration `koanf:"spill_cooldown" doc:"cache_aware: how long a spill destination is provisional and further spills of the prefix coalesce on it."`
+	ColdPlacement            string        `koanf:"cold_placement" doc:"cache_aware: where a prefix with no known owner goes: p2c (two random candidates, the less loaded) or hashed (the two a hash of the prompt ranks first, the less loaded: every gateway replica weighs the same two, so replicas place a prompt alike; for several replicas)."`
 	Index                    RoutingIndex  `koanf:"index"`
 	SGLang                   SGLangPolicy  `koanf:"sglang"`
 	PrefixHash               PrefixHash    `koanf:"prefix_hash"`
@@ -197,6 +198,7 @@ func Default() Config {
 			PressureSlack:            0.10,
 			MaxCachedOwnersPerPrefix: 4,
 			SpillCooldown:            time.Second,
+			ColdPlacement:            "p2c",
 			Index:                    RoutingIndex{MaxBlocks: 1 << 20, TTL: 10 * time.Minute},
 			SGLang:                   SGLangPolicy{CacheThreshold: 0.3, BalanceAbs: 64, BalanceRel: 1.5},
 			PrefixHash:               PrefixHash{Blocks: 4, LoadFactor: 1.25},

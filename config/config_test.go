@@ -247,3 +247,12 @@ func TestBodyBudgetMustHoldTheLargestBody(t *testing.T) {
 	_, err = load(t, nil, []string{"KVGATE_LIMITS__MAX_BUFFERED_BODY_BYTES=0"})
 	require.NoError(t, err)
 }
+
+func TestColdPlacementIsP2COrHashed(t *testing.T) {
+	c, err := load(t, nil, []string{"KVGATE_ROUTING__COLD_PLACEMENT=hashed"})
+	require.NoError(t, err)
+	assert.Equal(t, "hashed", c.Routing.ColdPlacement)
+	_, err = load(t, nil, []string{"KVGATE_ROUTING__COLD_PLACEMENT=sticky"})
+	require.Error(t, err)
+	assert.Contains(t, err.Error(), `routing.cold_placement: must be p2c or hashed, got "sticky"`)
+}

@@ -84,6 +84,9 @@ func (c *Config) Validate() error {
 	if !slices.Contains(Policies, c.Routing.Policy) {
 		p.add("routing.policy", "unknown policy %q (want one of %s)", c.Routing.Policy, strings.Join(Policies, ", "))
 	}
+	if cp := c.Routing.ColdPlacement; cp != "p2c" && cp != "hashed" {
+		p.add("routing.cold_placement", "must be p2c or hashed, got %q", cp)
+	}
 	p.atLeast("routing.output_estimate_cap", c.Routing.OutputEstimateCap, 1)
 	if c.Routing.BlockBytes < 16 || c.Routing.BlockBytes > 1<<16 {
 		p.add("routing.block_bytes", "must be 16..65536, got %d", c.Routing.BlockBytes)

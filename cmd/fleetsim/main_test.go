@@ -156,6 +156,7 @@ func TestRunRejectsBadFlags(t *testing.T) {
 		{"partition rule", []string{"--workload", "agentic", "--partitions", "a,b", "--partition-by", "user"}, "--partition-by"},
 		{"workload partition unnamed", []string{"--workload", "incident", "--partitions", "hot:2,bg1"}, `partition "bg2"`},
 		{"no replicas", []string{"--workload", "agentic", "--replicas", "0"}, "--replicas"},
+		{"cold placement", []string{"--workload", "agentic", "--cold-placement", "sticky"}, "--cold-placement"},
 		{"replicas with admission", []string{"--workload", "incident", "--replicas", "2"}, "--replicas 2 needs --admission off"},
 	}
 	for _, tt := range tests {

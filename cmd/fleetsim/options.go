@@ -29,6 +29,7 @@ type options struct {
 
 	workers           int
 	replicas          int
+	coldPlacement     string
 	policies          []string
 	telemetryInterval time.Duration
 	telemetryMaxAge   time.Duration
@@ -66,6 +67,7 @@ func defaultOptions() options {
 		model:             "sim",
 		workers:           defaultWorkers,
 		replicas:          1,
+		coldPlacement:     "p2c",
 		telemetryInterval: time.Second,
 		telemetryMaxAge:   5 * time.Second,
 		engine:            sim.DefaultConfig(),
@@ -111,6 +113,7 @@ Flags:
 	fs.Float64Var(&o.policy.PressureSlack, "pressure-slack", d.policy.PressureSlack, "cache_aware: routing.pressure_slack")
 	fs.IntVar(&o.policy.MaxCachedOwnersPerPrefix, "max-cached-owners", d.policy.MaxCachedOwnersPerPrefix, "cache_aware: routing.max_cached_owners_per_prefix")
 	fs.DurationVar(&o.policy.SpillCooldown, "spill-cooldown", d.policy.SpillCooldown, "cache_aware: routing.spill_cooldown")
+	fs.StringVar(&o.coldPlacement, "cold-placement", d.coldPlacement, "cache_aware: routing.cold_placement, p2c or hashed")
 	fs.StringVar(&o.mode, "admission", d.mode, "admission.mode: off, shadow or enforce (workloads with tenants of their own default to theirs: "+workloadModes()+")")
 	fs.IntVar(&o.admission.MaxQueue, "max-queue", d.admission.MaxQueue, "admission.queue.max_per_partition: more waiting are rejected (429); 0: unbounded")
 	fs.DurationVar(&o.admission.QueueTimeout, "queue-timeout", d.admission.QueueTimeout, "admission.queue.timeout: longer waits are rejected (503); 0: none")
@@ -194,6 +197,12 @@ func (o *options) validate(fs *pflag.FlagSet) error {
 	}
 	if o.replicas < 1 {
 		bad("--replicas must be at least 1")
+	}
+	switch o.coldPlacement {
+	case "p2c", "hashed":
+		o.policy.HashedColdPlacement = o.coldPlacement == "hashed"
+	default:
+		bad("--cold-placement must be p2c or hashed")
 	}
 	if o.telemetryInterval <= 0 || o.telemetryMaxAge <= 0 {
 		bad("--telemetry-interval and --telemetry-max-age must be positive")

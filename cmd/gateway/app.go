@@ -214,6 +214,7 @@ func policyConfig(c config.Config) routing.PolicyConfig {
 		PressureSlack:            r.PressureSlack,
 		MaxCachedOwnersPerPrefix: r.MaxCachedOwnersPerPrefix,
 		SpillCooldown:            r.SpillCooldown,
+		HashedColdPlacement:      r.ColdPlacement == "hashed",
 		IndexMaxBlocks:           r.Index.MaxBlocks,
 		IndexTTL:                 r.Index.TTL,
 		CacheThreshold:           r.SGLang.CacheThreshold,
