@@ -184,14 +184,18 @@ func (p *CacheAware) pressured(req *Request, matched, ownerCount int, cands []Ca
 	if p.cfg.MaxCachedOwnersPerPrefix <= 0 || ownerCount >= p.cfg.MaxCachedOwnersPerPrefix {
 		return p.holdOrSeed(req, key, matched, prot, hold, LabelCeilingHold, cands, s)
 	}
-	// A destination: a non-owner not known to be at the high-water mark
-	// (its own in-flight work counts), by size-aware power of two choices.
+	// A destination: a non-owner known to be clear of the high-water mark
+	// by the slack (its own in-flight work counts), by size-aware power of
+	// two choices. A worker just under the mark would be over it once it
+	// has computed the spilled prefix (a long one fills its KV cache), and
+	// its own prefixes would then spill in turn: without the margin, spills
+	// feed each other across a fleet near the mark.
 	p.others, p.otherIdx = p.others[:0], p.otherIdx[:0]
 	for i := range cands {
 		if p.isOwner(i) {
 			continue
 		}
-		if pr, known := ownerPressure(&cands[i]); known && pr >= p.cfg.PressureHighWater {
+		if pr, known := ownerPressure(&cands[i]); known && pr >= p.cfg.PressureHighWater-p.cfg.PressureSlack {
 			continue
 		}
 		p.others = append(p.others, cands[i])

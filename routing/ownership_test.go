@@ -259,3 +259,25 @@ func TestFailedSpillFreesThePrefixToSpillAgain(t *testing.T) {
 	assert.Equal(t, LabelPressureSpill, again.Label)
 	again.Done(OutcomeSuccess)
 }
+
+// A spill goes only to a worker clear of the high-water mark by the slack:
+// one just under it would be over it once it computed the prefix, and its
+// own prefixes would spill in turn.
+func TestSpillDestinationIsClearOfTheHighWaterMark(t *testing.T) {
+	f := newFleet(t, 3, nil) // high water 0.9, slack 0.1, 10 slots a worker
+	p := prompt(1, 2, 3, 4)
+	f.own(p, "w0")
+	f.setLoad(0, 10)
+	f.setLoad(1, 9) // 0.9: pressured
+	f.setLoad(2, 8) // 0.8: under the mark, not clear of it
+	d := f.route(p)
+	assert.Equal(t, LabelNoSafeHomeHold, d.Label)
+	assert.Equal(t, "w0", d.Worker.ID)
+	d.Done(OutcomeSuccess)
+
+	f.setLoad(2, 7) // 0.7: clear
+	d = f.route(p)
+	assert.Equal(t, LabelPressureSpill, d.Label)
+	assert.Equal(t, "w2", d.Worker.ID)
+	d.Done(OutcomeSuccess)
+}
