@@ -58,8 +58,8 @@ func (c *clientWriter) arm() {
 // write writes p, in pieces of clientWriteChunk, each under a deadline.
 func (c *clientWriter) write(p []byte) error {
 	if c.idle != nil {
-		c.idle.pause()
-		defer c.idle.resume()
+		c.idle.pause(c.now())
+		defer func() { c.idle.resume(c.now()) }()
 	}
 	for len(p) > 0 {
 		n := min(len(p), clientWriteChunk)
@@ -75,8 +75,8 @@ func (c *clientWriter) write(p []byte) error {
 // flush sends what the server has buffered, under a deadline.
 func (c *clientWriter) flush() error {
 	if c.idle != nil {
-		c.idle.pause()
-		defer c.idle.resume()
+		c.idle.pause(c.now())
+		defer func() { c.idle.resume(c.now()) }()
 	}
 	c.arm()
 	if err := c.rc.Flush(); err != nil && !errors.Is(err, http.ErrNotSupported) {

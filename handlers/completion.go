@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"io"
 	"log/slog"
 	"math/rand/v2"
 	"net/http"
@@ -135,26 +136,23 @@ func (g *Gateway) readBody(w http.ResponseWriter, r *http.Request, rec *requestR
 		w.Header().Set("Connection", "close")
 		return nil, errBodyTooLarge(limit)
 	}
-	// A declared body takes its share of the budget before it is read; an
-	// undeclared (chunked) one once it is.
-	if r.ContentLength > 0 && !g.holdBody(rec, r.ContentLength) {
-		w.Header().Set("Connection", "close")
-		return nil, errBodiesOverBudget()
-	}
 	rc := http.NewResponseController(w)
 	if g.opts.BodyReadTimeout > 0 {
 		_ = rc.SetReadDeadline(g.opts.Now().Add(g.opts.BodyReadTimeout))
 	}
 	buf := bytes.NewBuffer(make([]byte, 0, min(max(r.ContentLength, 512), maxBodyPrealloc)))
-	_, err := buf.ReadFrom(http.MaxBytesReader(w, r.Body, limit))
+	// The body takes its share of the budget as its bytes arrive: a declared
+	// length costs nothing until it is sent.
+	_, err := buf.ReadFrom(budgetReader{r: http.MaxBytesReader(w, r.Body, limit), g: g, rec: rec})
 	if err == nil {
 		if g.opts.BodyReadTimeout > 0 {
 			_ = rc.SetReadDeadline(time.Time{}) // the connection may serve the next request
 		}
-		if extra := int64(buf.Len()) - rec.bodyBytes; extra > 0 && !g.holdBody(rec, extra) {
-			return nil, errBodiesOverBudget()
-		}
 		return buf.Bytes(), nil
+	}
+	if errors.Is(err, errOverBudget) {
+		w.Header().Set("Connection", "close")
+		return nil, errBodiesOverBudget()
 	}
 	// The deadline stays: after an error net/http would drain the unread
 	// body to reuse the connection, and a client that never sends it must
@@ -173,6 +171,25 @@ func (g *Gateway) fail(w http.ResponseWriter, rec *requestRecord, e *apiError) {
 		rec.err = e.Message
 	}
 	writeError(w, e)
+}
+
+// errOverBudget: a body's next bytes would take the bodies held over
+// limits.max_buffered_body_bytes.
+var errOverBudget = errors.New("request bodies over budget")
+
+// budgetReader charges the bytes it reads to the body budget.
+type budgetReader struct {
+	r   io.Reader
+	g   *Gateway
+	rec *requestRecord
+}
+
+func (b budgetReader) Read(p []byte) (int, error) {
+	n, err := b.r.Read(p)
+	if n > 0 && !b.g.holdBody(b.rec, int64(n)) {
+		return 0, errOverBudget
+	}
+	return n, err
 }
 
 // holdBody takes n bytes of the body budget for rec, or reports false

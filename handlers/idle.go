@@ -22,6 +22,10 @@ type idleBody struct {
 	timer   *time.Timer
 	timeout atomic.Int64 // a time.Duration: shortenIdle changes it while the timer may fire
 	state   atomic.Int32 // notWriting, writing, or writingFired: the timer fired during a write
+	// Owned by the relay's goroutine: when the current write began, and the
+	// time spent writing since the timer was last armed.
+	pausedAt time.Time
+	owed     time.Duration
 }
 
 const (
@@ -30,9 +34,13 @@ const (
 	writingFired
 )
 
+// noIdleTimeout stands for an idle timeout of 0 (none): the body still gets
+// a timer, so that shortenIdle can bound what is left of it.
+const noIdleTimeout = 1<<63 - 1
+
 func newIdleBody(body io.ReadCloser, timeout time.Duration, cancel context.CancelCauseFunc) io.ReadCloser {
 	if timeout <= 0 {
-		return body
+		timeout = noIdleTimeout
 	}
 	b := &idleBody{ReadCloser: body}
 	b.timeout.Store(int64(timeout))
@@ -49,6 +57,7 @@ func (b *idleBody) Read(p []byte) (int, error) {
 	n, err := b.ReadCloser.Read(p)
 	if n > 0 {
 		b.timer.Reset(time.Duration(b.timeout.Load()))
+		b.owed = 0
 	}
 	return n, err
 }
@@ -58,15 +67,23 @@ func (b *idleBody) Close() error {
 	return b.ReadCloser.Close()
 }
 
-// pause stops the clock while the gateway, not the worker, is the one
-// holding things up (a write to the client); resume restarts it if it ran
-// out meanwhile. They run around every write of a stream, so they cost an
-// atomic operation each, not a timer's.
-func (b *idleBody) pause() { b.state.Store(writing) }
+// pause and resume bracket a write to the client: the gateway, not the
+// worker, is holding things up. They run around every write of a stream, so
+// they cost an atomic operation each, not a timer's. A timer that fires
+// during the write starts over when it ends; so does one whose writes since
+// it was armed add up to an eighth of the timeout: the worker never loses
+// more than that of its allowance to a slow client.
+func (b *idleBody) pause(now time.Time) {
+	b.pausedAt = now
+	b.state.Store(writing)
+}
 
-func (b *idleBody) resume() {
-	if b.state.Swap(notWriting) == writingFired {
-		b.timer.Reset(time.Duration(b.timeout.Load()))
+func (b *idleBody) resume(now time.Time) {
+	fired := b.state.Swap(notWriting) == writingFired
+	b.owed += now.Sub(b.pausedAt)
+	if timeout := time.Duration(b.timeout.Load()); fired || b.owed > timeout/8 {
+		b.timer.Reset(timeout)
+		b.owed = 0
 	}
 }
 

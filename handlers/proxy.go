@@ -95,14 +95,14 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 			if dec.Seed() {
 				g.metrics.decisions.WithLabelValues(p.Model, string(routing.LabelSeedRejectedIdentity)).Inc()
 			}
-			dec.Done(routing.OutcomeCancelled)
+			retried, retriedOutcome = retryAfter(dec, routing.OutcomeCancelled)
 			rreq.Exclude = append(rreq.Exclude, dec.Worker.ID)
 			continue
 		}
 		ticket, ok := wk.BeginAttempt(g.opts.Now())
 		if !ok {
 			// Its half-open trial was taken since routing looked: skip it.
-			dec.Done(routing.OutcomeCancelled)
+			retried, retriedOutcome = retryAfter(dec, routing.OutcomeCancelled)
 			rreq.Exclude = append(rreq.Exclude, dec.Worker.ID)
 			continue
 		}
@@ -145,7 +145,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 		}
 		last, lastReplay = res.err, res.replay
 		rreq.Exclude = append(rreq.Exclude, wk.ID())
-		if !dec.Seed() { // a seed's lease ends at once: its prefix may seed or spill again
+		if !dec.Seed() { // else attempt ended it: a seed's lease ends at once
 			retried, retriedOutcome = dec, res.outcome
 		}
 	}
@@ -161,6 +161,18 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 	g.fail(w, rec, last)
 }
 
+// retryAfter settles a decision the request moves on from without an answer,
+// and returns it to be released once the retry is routed (a seed's lease
+// ends at once instead: its prefix may seed or spill again).
+func retryAfter(dec *routing.Decision, o routing.Outcome) (*routing.Decision, routing.Outcome) {
+	if dec.Seed() {
+		dec.Done(o)
+		return nil, o
+	}
+	dec.Settle(o)
+	return dec, o
+}
+
 // attempt sends the request to wk once and relays or judges the answer.
 // Whatever happens, panics included, it releases the worker's in-flight
 // count and the breaker ticket exactly once, and the routing decision too
@@ -174,7 +186,9 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, ep endpoint, w
 		cancel(nil)
 		release()
 		if res.verdict != retryable || dec.Seed() {
-			dec.Done(res.outcome) // else proxy's, once the retry is routed
+			dec.Done(res.outcome)
+		} else {
+			dec.Settle(res.outcome) // the reservation is proxy's to release, once the retry is routed
 		}
 		wk.EndAttempt(ticket, res.health, g.opts.Now())
 		if res.health == workers.HealthFailure || res.kind != "" {

@@ -70,6 +70,11 @@ type blockOwner struct {
 	until   uint32 // provisional: ticks until which the kind holds
 }
 
+// stampHeld marks a record some Record call found already held: no
+// Withdraw takes it back, whoever wrote it first (a Record's own stamps skip
+// this value).
+const stampHeld = 0
+
 // Stamp is what one Record call did, so that a request that fails can take
 // back exactly that (Withdraw): the worker's slot and incarnation, how many
 // leading blocks of the prefix the worker already held, and the call's own
@@ -313,6 +318,9 @@ func (x *Index) recordLocked(prefix []uint64, slot uint16, kind OwnerKind, now t
 	t := x.tick(now)
 	until := t + uint32(hold/indexTick)
 	x.seq++
+	if x.seq == stampHeld {
+		x.seq++
+	}
 	held := len(prefix)
 	for i := len(prefix) - 1; i >= 0; i-- { // deepest first: see Match
 		var e int32
@@ -353,7 +361,12 @@ func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32)
 		if o.slot == slot+1 && x.current(o) {
 			held = x.valid(o, t) && o.kind != KindSeeding
 			o.lastUse = t
+			// A record the worker held already is no call's to take back;
+			// one it did not (expired, or a seed's) is this call's.
 			o.stamp = x.seq
+			if held {
+				o.stamp = stampHeld
+			}
 			switch {
 			case o.kind == KindAuthoritative:
 			case kind.rank() > o.kind.rank():

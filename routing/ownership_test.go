@@ -1,6 +1,7 @@
 package routing
 
 import (
+	"fmt"
 	"math"
 	"testing"
 	"time"
@@ -280,4 +281,45 @@ func TestSpillDestinationIsClearOfTheHighWaterMark(t *testing.T) {
 	assert.Equal(t, LabelPressureSpill, d.Label)
 	assert.Equal(t, "w2", d.Worker.ID)
 	d.Done(OutcomeSuccess)
+}
+
+// The gateway keeps a failed attempt's reservation until its retry is routed,
+// but settles the outcome first: the retry of a request whose spill failed
+// sees the prefix free to spill again, to another worker.
+func TestRetryOfAFailedSpillMaySpillAgain(t *testing.T) {
+	f := newFleet(t, 3, nil)
+	p := prompt(1, 2, 3, 4)
+	f.own(p, "w0")
+	f.setLoad(0, 10)
+	spill := f.route(p)
+	require.Equal(t, LabelPressureSpill, spill.Label)
+	spill.Settle(OutcomeFailure)
+	retry := f.route(p, spill.Worker.ID)
+	spill.Done(OutcomeFailure)
+	assert.Equal(t, LabelPressureSpill, retry.Label, "retry went to %s", retry.Worker.ID)
+	assert.NotEqual(t, spill.Worker.ID, retry.Worker.ID)
+	retry.Done(OutcomeSuccess)
+	n, _ := f.router.Reserved(spill.Worker.ID)
+	assert.Zero(t, n, "settling did not release the reservation twice, nor Done skip it")
+}
+
+// A record the worker already held is no request's to withdraw, even where
+// it is not among the prefix's leading held blocks (the shared head's records
+// lost to the owners-per-block cap).
+func TestWithdrawKeepsNonLeadingBlocksTheWorkerHeld(t *testing.T) {
+	x := NewIndex(1000, time.Hour)
+	p := prompt(1, 2, 3, 4)
+	x.Record(p, "w", KindApproximate, epoch, 0)
+	later := epoch.Add(time.Second)
+	for i := range maxOwnersPerBlock { // a popular shared system prompt
+		x.Record(p[:2], fmt.Sprintf("o%d", i), KindApproximate, later, 0)
+	}
+	m, owners := x.Match(p, later, nil, nil)
+	require.Equal(t, 4, m)
+	require.Equal(t, []string{"w"}, workerIDs(owners), "w still holds the deep blocks")
+
+	st := x.Record(p, "w", KindApproximate, later, 0) // a request routed to w...
+	x.Withdraw(p, st)                                 // ...that failed
+	m, _ = x.Match(p, later, nil, nil)
+	assert.Equal(t, 4, m)
 }

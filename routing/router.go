@@ -123,6 +123,7 @@ type Decision struct {
 	spill    uint64 // the prefix of a pressure spill (spilling)
 	spilling bool
 	done     atomic.Bool
+	settled  atomic.Bool
 }
 
 // Seed reports whether the decision is a distribution seed.
@@ -141,6 +142,19 @@ func (d *Decision) Done(o Outcome) {
 		r.mu.Lock()
 		r.policy.(seedEnder).endSeed(d.lease, o, r.opts.Clock())
 		r.mu.Unlock()
+		return
+	}
+	d.Settle(o)
+}
+
+// Settle applies what the request's outcome means for ownership, once,
+// without releasing the reservation: a request that did not succeed
+// withdraws the ownership its decision recorded and gives a spilled prefix
+// its expansion back. Done settles too; a caller that keeps the reservation
+// past the outcome (a retry not yet routed) settles first, so the retry's
+// decision sees the prefix as it now is. A seed settles only in Done.
+func (d *Decision) Settle(o Outcome) {
+	if d == nil || d.lease != nil || !d.settled.CompareAndSwap(false, true) {
 		return
 	}
 	if o != OutcomeSuccess && d.prefix != nil {
