@@ -310,7 +310,7 @@ func (f *fleet) dispatch(i int, credit *admission.Credit) error {
 	if !ok {
 		d.Done(routing.OutcomeFailure)
 		credit.Release(admission.OutcomeFailure, 0)
-		return fmt.Errorf("request %d: policy %s chose %q, which the pool never offered", i, f.router.Policy().Name(), d.Worker.ID)
+		return fmt.Errorf("request %d: policy %s chose %q, which the pool never offered", i, rep.router.Policy().Name(), d.Worker.ID)
 	}
 	err = f.engines[e].Submit(f.now, sim.Request{
 		ID:           uint64(i),
