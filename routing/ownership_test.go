@@ -243,12 +243,7 @@ func TestPrefixHashBoundCountsRoutedRequests(t *testing.T) {
 // request may spill again at once instead of waiting out the cooldown held on
 // full owners.
 func TestFailedSpillFreesThePrefixToSpillAgain(t *testing.T) {
-	f := newFleet(t, 3, nil)
-	p := prompt(1, 2, 3, 4)
-	f.own(p, "w0")
-	f.setLoad(0, 10)
-	spill := f.route(p)
-	require.Equal(t, LabelPressureSpill, spill.Label)
+	f, p, spill := spilled(t)
 	next := f.route(p)
 	assert.Equal(t, LabelOwnerHit, next.Label, "the destination is an owner while its spill runs")
 	assert.Equal(t, spill.Worker.ID, next.Worker.ID)
@@ -287,12 +282,7 @@ func TestSpillDestinationIsClearOfTheHighWaterMark(t *testing.T) {
 // but settles the outcome first: the retry of a request whose spill failed
 // sees the prefix free to spill again, to another worker.
 func TestRetryOfAFailedSpillMaySpillAgain(t *testing.T) {
-	f := newFleet(t, 3, nil)
-	p := prompt(1, 2, 3, 4)
-	f.own(p, "w0")
-	f.setLoad(0, 10)
-	spill := f.route(p)
-	require.Equal(t, LabelPressureSpill, spill.Label)
+	f, p, spill := spilled(t)
 	spill.Settle(OutcomeFailure)
 	retry := f.route(p, spill.Worker.ID)
 	spill.Done(OutcomeFailure)
@@ -322,4 +312,17 @@ func TestWithdrawKeepsNonLeadingBlocksTheWorkerHeld(t *testing.T) {
 	x.Withdraw(p, st)                                 // ...that failed
 	m, _ = x.Match(p, later, nil, nil)
 	assert.Equal(t, 4, m)
+}
+
+// spilled is a fleet of three whose only owner of p is full, and the spill
+// decision of p's next request.
+func spilled(t *testing.T) (*fleet, []uint64, *Decision) {
+	t.Helper()
+	f := newFleet(t, 3, nil)
+	p := prompt(1, 2, 3, 4)
+	f.own(p, "w0")
+	f.setLoad(0, 10)
+	spill := f.route(p)
+	require.Equal(t, LabelPressureSpill, spill.Label)
+	return f, p, spill
 }
