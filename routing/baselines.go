@@ -1,5 +1,7 @@
 package routing
 
+import "github.com/zeebo/xxh3"
+
 // RoundRobin cycles through the candidates, blind to load and cache.
 type RoundRobin struct{ next uint64 }
 
@@ -63,6 +65,40 @@ func PowerOfTwo(cands []Candidate, s *Scratch, avgWork int) int {
 	if b >= a {
 		b++
 	}
+	return lighter(cands, a, b, avgWork)
+}
+
+// hashedTwoChoices is PowerOfTwo over the two candidates a hash of key
+// ranks first (rendezvous hashing on key and worker id) instead of two drawn
+// at random: cache_aware's cold placement with routing.cold_placement
+// hashed. Every gateway replica keeps its own index, so random choices send
+// a prompt's requests to different workers on different replicas and their
+// caches never meet; hashed ones make every replica weigh the same two
+// workers for the same prompt (key: its deepest block), and with the same
+// telemetry pick the same one. The two-choice bound on load holds for hashed
+// choices as for random ones.
+func hashedTwoChoices(cands []Candidate, key uint64, avgWork int) int {
+	if len(cands) == 1 {
+		return 0
+	}
+	a, b := -1, -1
+	var sa, sb uint64
+	for i := range cands {
+		score := xxh3.HashStringSeed(cands[i].ID, key)
+		switch {
+		case a < 0 || score > sa:
+			b, sb = a, sa
+			a, sa = i, score
+		case b < 0 || score > sb:
+			b, sb = i, score
+		}
+	}
+	return lighter(cands, a, b, avgWork)
+}
+
+// lighter is the one of candidates a and b with less outstanding work (a on
+// a tie), as PowerOfTwo compares them.
+func lighter(cands []Candidate, a, b, avgWork int) int {
 	wa, wb := cands[a].InflightTokens, cands[b].InflightTokens
 	if cands[a].Fresh && cands[b].Fresh {
 		wa, wb = cands[a].WorkTokens(avgWork), cands[b].WorkTokens(avgWork)

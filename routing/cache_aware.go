@@ -3,8 +3,6 @@ package routing
 import (
 	"slices"
 	"time"
-
-	"github.com/zeebo/xxh3"
 )
 
 // Decision labels of cache_aware.
@@ -133,7 +131,7 @@ func (p *CacheAware) selectAmong(req *Request, cands []Candidate, s *Scratch) (i
 	if len(p.ownerIdx) == 0 {
 		var i int
 		if p.cfg.HashedColdPlacement {
-			i = p.placeCold(req.Prefix, cands, s, avg)
+			i = hashedTwoChoices(cands, req.Prefix[len(req.Prefix)-1], avg)
 		} else {
 			i = PowerOfTwo(cands, s, avg)
 		}
@@ -223,43 +221,6 @@ func (p *CacheAware) spillFailed(prefix uint64, dest string, now time.Time) {
 	if prot, ok := p.spills.peek(prefix); ok && prot.current(now) == SpillCooling && prot.dest == dest {
 		*prot = prefixProtection{}
 	}
-}
-
-// placeCold (routing.cold_placement: hashed) places a prefix no usable
-// owner is known for, by size-aware
-// power of two choices whose two candidates are not drawn at random but
-// ranked by rendezvous hashing on the prefix: the two candidates with the
-// highest hash of (the prefix's deepest block, worker id). Every gateway
-// replica keeps its own index, so random choices send a prompt's requests to
-// different workers on different replicas and their caches never meet;
-// hashed ones make every replica weigh the same two workers for the same
-// prompt, and with the same telemetry pick the same one. The two-choice
-// bound on load holds for hashed choices as for random ones.
-func (p *CacheAware) placeCold(prefix []uint64, cands []Candidate, s *Scratch, avg int) int {
-	if len(cands) == 1 {
-		return 0
-	}
-	key := prefix[len(prefix)-1]
-	a, b := -1, -1
-	var sa, sb uint64
-	for i := range cands {
-		score := xxh3.HashStringSeed(cands[i].ID, key)
-		switch {
-		case a < 0 || score > sa:
-			b, sb = a, sa
-			a, sa = i, score
-		case b < 0 || score > sb:
-			b, sb = i, score
-		}
-	}
-	wa, wb := cands[a].InflightTokens, cands[b].InflightTokens
-	if cands[a].Fresh && cands[b].Fresh {
-		wa, wb = cands[a].WorkTokens(avg), cands[b].WorkTokens(avg)
-	}
-	if wb < wa {
-		return b
-	}
-	return a
 }
 
 // holdOrSeed holds the request on the least-pressured owner, unless

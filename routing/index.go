@@ -76,13 +76,10 @@ type blockOwner struct {
 const stampHeld = 0
 
 // Stamp is what one Record call did, so that a request that fails can take
-// back exactly that (Withdraw): the worker's slot and incarnation, how many
-// leading blocks of the prefix the worker already held, and the call's own
-// mark on the records it wrote. The zero Stamp withdraws nothing.
+// back exactly that (Withdraw): the worker's slot and incarnation, and the
+// call's own mark on the records it wrote (the records it found the worker
+// holding are marked stampHeld instead). The zero Stamp withdraws nothing.
 type Stamp struct {
-	// Held is how many leading blocks of the prefix the worker held, valid
-	// and visible, before the call.
-	Held int
 	slot uint16 // slot + 1; 0 = nothing recorded
 	gen  uint16
 	seq  uint16
@@ -321,7 +318,6 @@ func (x *Index) recordLocked(prefix []uint64, slot uint16, kind OwnerKind, now t
 	if x.seq == stampHeld {
 		x.seq++
 	}
-	held := len(prefix)
 	for i := len(prefix) - 1; i >= 0; i-- { // deepest first: see Match
 		var e int32
 		if i < len(x.found) && x.at(x.found[i]).hash == prefix[i] {
@@ -330,11 +326,9 @@ func (x *Index) recordLocked(prefix []uint64, slot uint16, kind OwnerKind, now t
 		} else {
 			e = x.entryFor(prefix[i])
 		}
-		if !x.setOwner(x.at(e), slot, kind, t, until) {
-			held = i
-		}
+		x.setOwner(x.at(e), slot, kind, t, until)
 	}
-	return Stamp{Held: held, slot: slot + 1, gen: x.slotGen[slot], seq: x.seq}
+	return Stamp{slot: slot + 1, gen: x.slotGen[slot], seq: x.seq}
 }
 
 // rank orders kinds for an existing record: a stronger word replaces a
@@ -353,20 +347,19 @@ func (k OwnerKind) rank() int {
 }
 
 // setOwner records slot as an owner of e, stamped with the current Record
-// call, and reports whether slot held e, valid and visible, before.
-func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32) (held bool) {
+// call, or with stampHeld if slot held e, valid and visible, already.
+func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32) {
 	free, oldest := -1, -1
 	for j := range e.owners {
 		o := &e.owners[j]
 		if o.slot == slot+1 && x.current(o) {
-			held = x.valid(o, t) && o.kind != KindSeeding
-			o.lastUse = t
 			// A record the worker held already is no call's to take back;
 			// one it did not (expired, or a seed's) is this call's.
 			o.stamp = x.seq
-			if held {
+			if x.valid(o, t) && o.kind != KindSeeding {
 				o.stamp = stampHeld
 			}
+			o.lastUse = t
 			switch {
 			case o.kind == KindAuthoritative:
 			case kind.rank() > o.kind.rank():
@@ -374,7 +367,7 @@ func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32)
 			case kind == KindProvisional && o.kind == KindProvisional:
 				o.until = max(o.until, until)
 			}
-			return held
+			return
 		}
 		if !x.valid(o, t) {
 			x.drop(o)
@@ -387,23 +380,22 @@ func (x *Index) setOwner(e *entry, slot uint16, kind OwnerKind, t, until uint32)
 	}
 	if free < 0 {
 		if oldest < 0 {
-			return false // every owner authoritative: the engine's word stands
+			return // every owner authoritative: the engine's word stands
 		}
 		x.drop(&e.owners[oldest])
 		free = oldest
 	}
 	e.owners[free] = blockOwner{slot: slot + 1, gen: x.slotGen[slot], stamp: x.seq, kind: kind, lastUse: t, until: until}
 	x.blocks[slot]++
-	return false
 }
 
 // Withdraw takes back what the Record call that returned st added: the
-// records of prefix[st.Held:] that call wrote, unless another Record has
+// records of prefix that call wrote, unless another Record has
 // written them since (a request that did reach the worker), and never an
 // authoritative one. Records of an incarnation since removed are already
 // gone.
 func (x *Index) Withdraw(prefix []uint64, st Stamp) {
-	if st.slot == 0 || st.Held >= len(prefix) {
+	if st.slot == 0 {
 		return
 	}
 	x.mu.Lock()
@@ -411,7 +403,7 @@ func (x *Index) Withdraw(prefix []uint64, st Stamp) {
 	if x.slotGen[st.slot-1] != st.gen {
 		return
 	}
-	for _, h := range prefix[st.Held:] {
+	for _, h := range prefix {
 		e, ok := x.slots[h]
 		if !ok {
 			continue
@@ -482,29 +474,6 @@ func (x *Index) sweepSlot(slot uint16) {
 				if e.owners[j].slot == slot+1 {
 					e.owners[j] = blockOwner{}
 				}
-			}
-		}
-	}
-}
-
-// Forget drops worker's ownership of the blocks of prefix (a seed that
-// failed, an owner quarantined for this prefix).
-func (x *Index) Forget(prefix []uint64, worker string) {
-	x.mu.Lock()
-	defer x.mu.Unlock()
-	slot, ok := x.workerSlot[worker]
-	if !ok {
-		return
-	}
-	for _, h := range prefix {
-		e, ok := x.slots[h]
-		if !ok {
-			continue
-		}
-		en := x.at(e)
-		for j := range en.owners {
-			if en.owners[j].slot == slot+1 && x.current(&en.owners[j]) {
-				x.drop(&en.owners[j])
 			}
 		}
 	}

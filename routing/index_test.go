@@ -90,12 +90,13 @@ func TestIndexBoundsOwnersPerBlock(t *testing.T) {
 	assert.NotContains(t, workerIDs(owners), "w1")
 }
 
-func TestIndexForgetAndRemove(t *testing.T) {
+func TestIndexWithdrawAndRemove(t *testing.T) {
 	x := NewIndex(10, time.Hour)
 	p := prompt(1, 2, 3)
-	x.Record(p, "a", KindApproximate, epoch, 0)
+	x.Record(p[:1], "a", KindApproximate, epoch, 0)
+	st := x.Record(p, "a", KindApproximate, epoch, 0) // a held p[0] already
 	x.Record(p, "b", KindApproximate, epoch, 0)
-	x.Forget(p[1:], "a")
+	x.Withdraw(p, st)
 	matched, owners := x.Match(p, epoch, nil, nil)
 	assert.Equal(t, 3, matched)
 	assert.Equal(t, []string{"b"}, workerIDs(owners))

@@ -103,7 +103,7 @@ func TestIndexInvariantsUnderRandomOperations(t *testing.T) {
 			case 5:
 				x.Record(p[:1], w, KindAuthoritative, now, 0)
 			case 6:
-				x.Forget(p[r.IntN(len(p)):], w)
+				x.Record(p, w, KindApproximate, now, 0) // a second request on the same prefix
 			case 7:
 				if r.IntN(10) == 0 {
 					x.RemoveWorker(w)
