@@ -9,7 +9,7 @@ type PolicyConfig struct {
 	PressureSlack            float64       // suitable owners are within this of the least-pressured owner
 	MaxCachedOwnersPerPrefix int           // replication ceiling; 0 disables pressure spills
 	SpillCooldown            time.Duration // a spill destination is provisional this long; no new spill meanwhile
-	HashedColdPlacement      bool          // cold misses: hashed two choices instead of random ones (placeCold)
+	HashedColdPlacement      bool          // cold misses: hashed two choices instead of random ones (hashedTwoChoices)
 	IndexMaxBlocks           int           // ownership index bound (LRU)
 	IndexTTL                 time.Duration // approximate ownership ages out after this long unused
 
