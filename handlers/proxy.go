@@ -145,9 +145,7 @@ func (g *Gateway) proxy(w http.ResponseWriter, r *http.Request, ep endpoint, p *
 		}
 		last, lastReplay = res.err, res.replay
 		rreq.Exclude = append(rreq.Exclude, wk.ID())
-		if !dec.Seed() { // else attempt ended it: a seed's lease ends at once
-			retried, retriedOutcome = dec, res.outcome
-		}
+		retried, retriedOutcome = retryAfter(dec, res.outcome)
 	}
 	if lastReplay != nil {
 		// The last worker tried was full (429) and no other could take the
@@ -176,8 +174,7 @@ func retryAfter(dec *routing.Decision, o routing.Outcome) (*routing.Decision, ro
 // attempt sends the request to wk once and relays or judges the answer.
 // Whatever happens, panics included, it releases the worker's in-flight
 // count and the breaker ticket exactly once, and the routing decision too
-// unless the verdict is retryable (proxy then releases it once the retry has
-// its own).
+// unless the verdict is retryable (proxy then hands it to retryAfter).
 func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, ep endpoint, wk *workers.Worker,
 	dec *routing.Decision, ticket workers.Ticket, body []byte, rec *requestRecord) (res attemptResult) {
 	release := wk.Acquire()
@@ -185,10 +182,8 @@ func (g *Gateway) attempt(w http.ResponseWriter, r *http.Request, ep endpoint, w
 	defer func() {
 		cancel(nil)
 		release()
-		if res.verdict != retryable || dec.Seed() {
-			dec.Done(res.outcome)
-		} else {
-			dec.Settle(res.outcome) // the reservation is proxy's to release, once the retry is routed
+		if res.verdict != retryable {
+			dec.Done(res.outcome) // a retryable one is proxy's: retryAfter
 		}
 		wk.EndAttempt(ticket, res.health, g.opts.Now())
 		if res.health == workers.HealthFailure || res.kind != "" {
